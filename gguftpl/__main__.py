@@ -1,0 +1,3 @@
+from gguftpl.cli import main
+
+main()

@@ -1,0 +1,90 @@
+"""The command line: a thin click layer over the library.
+
+Each command lives in its own module (``gguftpl/cli/<name>.py`` defining ``command``) and is imported only
+when it runs, so ``gguftpl inspect`` does not pay for transformers or llama.cpp. Every typed library error is
+turned into one line on stderr and exit code 2 here, in one place; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from gguftpl.errors import GGUFTplError
+
+# command name -> module under gguftpl.cli
+COMMANDS: dict[str, str] = {
+    "inspect": "inspect_cmd",
+    "audit": "audit_cmd",
+    "rules": "rules_cmd",
+    "patch": "patch_cmd",
+    "diff": "diff_cmd",
+    "render": "render_cmd",
+    "verify": "verify_cmd",
+}
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in COMMANDS if importlib.util.find_spec(f"gguftpl.cli.{COMMANDS[n]}"))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        mod = COMMANDS.get(name)
+        if mod is None:
+            return None
+        try:
+            module = importlib.import_module(f"gguftpl.cli.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"gguftpl.cli.{mod}":
+                return None
+            raise
+        cmd: click.Command = module.command
+        return cmd
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GGUFTplError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"gguftpl: error: {one_line(str(exc))}", err=True)
+            ctx.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("gguftpl: interrupted", err=True)
+            ctx.exit(130)
+        except OSError as exc:
+            # full disk, permissions, vanished files: the library cleaned up, say what happened
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            click.echo(f"gguftpl: error: {exc.strerror or exc}{where}", err=True)
+            ctx.exit(EXIT_ERROR)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split()) or "unknown error"
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="gguftpl")
+@click.pass_context
+def main_group(ctx: click.Context, debug: bool) -> None:
+    """Find and repair broken chat templates inside GGUF model files."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    # click's own usage errors exit 2 already, matching our convention
+    main_group.main(args=argv, prog_name="gguftpl", standalone_mode=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

@@ -1,0 +1,41 @@
+"""Typed errors. The CLI maps every one of them to a one-line message and exit code 2 (see cli/__init__.py)."""
+
+from __future__ import annotations
+
+
+class GGUFTplError(Exception):
+    """Base of every error gguftpl raises on purpose."""
+
+
+class GGUFFormatError(GGUFTplError):
+    """The bytes are not a GGUF we can read: bad magic, truncation, hostile lengths, bad UTF-8."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        self.offset = offset
+        where = f" at byte {offset}" if offset is not None else ""
+        super().__init__(f"{message}{where}")
+
+
+class TemplateError(GGUFTplError):
+    """A chat template cannot be parsed or rendered."""
+
+
+class HubError(GGUFTplError):
+    """The Hugging Face Hub (or a stand-in endpoint) cannot give what was asked: missing repo, revision,
+    file, gated repo, no network."""
+
+
+class PatchError(GGUFTplError):
+    """A rewrite was refused or failed; the input is untouched and no output is left behind."""
+
+
+class LlamaCppError(GGUFTplError):
+    """llama.cpp (xllamacpp) is missing, refused to load the model or answered with an error."""
+
+
+class ToolSourceError(GGUFTplError):
+    """A tools file or MCP server could not give a usable tool list or call result."""
+
+
+class UsageError(GGUFTplError):
+    """Arguments that make no sense together, a file that does not exist, and the like."""

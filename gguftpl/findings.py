@@ -1,0 +1,130 @@
+"""Findings as data, and the registry of rules that can produce them.
+
+A rule has a stable ``code`` (``GTnnn``) and a kebab-case ``name``; its documentation follows ruff's
+*What it does / Why is this bad? / Example / Fix*. Modules that check things register their rules here
+at import time with ``register(Rule(...))``; ``gguftpl rules`` lists ``all_rules()``.
+
+Code ranges: GT0xx file/container, GT1xx template presence and parsing, GT2xx tool calling,
+GT3xx special tokens, GT4xx safety, GT5xx upstream drift and repo consistency, GT6xx llama.cpp verification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    """Stable identifier, e.g. ``GT201``. Never reused for another meaning."""
+    name: str
+    """kebab-case, e.g. ``tools-not-rendered``."""
+    severity: Severity
+    """Default severity; a finding may carry another one when the rule says so."""
+    summary: str
+    """One line: what the rule finds."""
+    why: str = ""
+    """Why is this bad?"""
+    example: str = ""
+    fix: str = ""
+    """How to fix it, in words; the finding carries the runnable command."""
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    """Path or URL of the GGUF (or other input)."""
+    key: str | None = None
+    """GGUF metadata key, e.g. ``tokenizer.chat_template.tool_use``."""
+    line: int | None = None
+    """1-based line in the template, where known."""
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    location: Location
+    template: str | None = None
+    """Template name (``default``, ``tool_use``, …) or None for file-level findings."""
+    evidence: str = ""
+    """The excerpt of the rendered prompt, AST node or header that proves the finding."""
+    fix: str | None = None
+    """A command or change a user can run."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    existing = _RULES.get(rule.code)
+    if existing is not None and existing != rule:
+        raise ValueError(f"rule code {rule.code} registered twice with different definitions")
+    _RULES[rule.code] = rule
+    return rule
+
+
+def get_rule(code: str) -> Rule:
+    _load_rule_modules()
+    return _RULES[code]
+
+
+def all_rules() -> list[Rule]:
+    _load_rule_modules()
+    return sorted(_RULES.values(), key=lambda r: r.code)
+
+
+def make_finding(
+    rule: Rule,
+    message: str,
+    location: Location,
+    *,
+    template: str | None = None,
+    evidence: str = "",
+    fix: str | None = None,
+    severity: Severity | None = None,
+    **extra: Any,
+) -> Finding:
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        severity=severity or rule.severity,
+        message=message,
+        location=location,
+        template=template,
+        evidence=evidence,
+        fix=fix,
+        extra=extra,
+    )
+
+
+# Modules that define rules; imported lazily so `gguftpl inspect` does not pay for them.
+RULE_MODULES: list[str] = ["gguftpl.rules"]
+
+
+def _load_rule_modules() -> None:
+    import importlib
+
+    for mod in RULE_MODULES:
+        importlib.import_module(mod)

@@ -18,3 +18,18 @@ UNREADABLE_GGUF = register(
         fix="Re-download or re-convert the file.",
     )
 )
+
+AUDIT_FAILED = register(
+    Rule(
+        "GT002",
+        "audit-failed",
+        Severity.ERROR,
+        "The file was read but gguftpl could not finish checking its chat templates.",
+        why=(
+            "An audit that stops half-way would look clean. The file is reported instead, so a "
+            "directory audit still covers every other file and the run does not pass by accident."
+        ),
+        example="A template set whose metadata cannot be interpreted (e.g. a chat template key holding a number).",
+        fix="Run `gguftpl inspect FILE` to see the metadata, and `gguftpl --debug audit FILE` for the cause.",
+    )
+)

@@ -1,0 +1,83 @@
+"""Output formats for an audit: each one is a small class that turns an ``AuditRun`` into a string.
+
+The CLI's ``--format`` choices are the keys of ``FORMATS``; a test checks the two stay in step.
+Formatter modules are imported only when chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gguftpl.errors import UsageError
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun
+
+__all__ = ["FORMATS", "Formatter", "format_names", "get_formatter", "render", "tool_version", "write_atomic"]
+
+
+class Formatter(Protocol):
+    name: str
+
+    def format(self, run: AuditRun) -> str:
+        """The whole report, ending with a newline."""
+
+
+# format name -> "module:Class" under gguftpl.report
+FORMATS: dict[str, str] = {
+    "text": "text:TextFormatter",
+    "json": "json:JSONFormatter",
+    "sarif": "sarif:SARIFFormatter",
+    "github": "github:GitHubFormatter",
+}
+
+
+def format_names() -> list[str]:
+    return list(FORMATS)
+
+
+def get_formatter(name: str, **options: Any) -> Formatter:
+    """The formatter for ``name``; ``options`` go to its constructor (e.g. ``color=True`` for text)."""
+    target = FORMATS.get(name)
+    if target is None:
+        raise UsageError(f"unknown output format {name!r} (choose from {', '.join(FORMATS)})")
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(f"gguftpl.report.{module_name}"), cls_name)
+    formatter: Formatter = cls(**options)
+    return formatter
+
+
+def render(run: AuditRun, fmt: str, **options: Any) -> str:
+    return get_formatter(fmt, **options).format(run)
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gguftpl")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder, fsync and rename: a reader sees the old
+    report or the new one, never half of one."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".gguftpl-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,441 @@
+"""Audit many GGUF files: read each header, analyse its chat templates, collect findings.
+
+The expensive part (rendering templates) is done once per distinct template set: quants of one model
+share the same templates, so a directory of 100 GGUFs costs little more than one. Findings are cached
+with a placeholder file name and re-labelled for every file that shares them.
+
+A file that cannot be read is a finding for that file (GT001), never the end of the run. Only bad usage
+(a path that does not exist, an unknown rule selector) raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
+from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+
+__all__ = [
+    "AnalysisCache",
+    "AuditRun",
+    "FileAudit",
+    "RuleFilter",
+    "audit_file",
+    "audit_header",
+    "audit_paths",
+    "collect_paths",
+]
+
+GGUF_SUFFIX = ".gguf"
+
+# Stands in for the file name while a template set is analysed, so the findings can be shared by every
+# file with the same templates. Only characters shlex considers safe, so a fix command built around it is
+# left unquoted and we can quote the real path ourselves.
+_FILE_PLACEHOLDER = "@@gguftpl-file@@"
+
+
+@dataclass
+class FileAudit:
+    """What the audit found in one GGUF (local path, URL or any other header source)."""
+
+    path: str
+    """The label the user gave: a path as typed, a path found under a directory, or a URL."""
+    templates: list[Any] = field(default_factory=list)
+    """One ``templates.analysis.TemplateReport`` per chat template in the file."""
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    """Why the file could not be audited fully (the matching GT001/GT002 finding is in ``findings``)."""
+    upstream_repo: str | None = None
+    """The Hugging Face repo the file was converted from, when the metadata or catalog says so."""
+    upstream_how: str = ""
+    """How ``upstream_repo`` was found (metadata key or catalog), for the report."""
+    seconds: float = 0.0
+    cached: bool = False
+    """True when the template analysis was reused from another file with the same templates."""
+
+    def max_severity(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+
+@dataclass
+class AuditRun:
+    """The result of one ``audit_paths`` call; formatters turn it into text, JSON, SARIF or annotations."""
+
+    files: list[FileAudit] = field(default_factory=list)
+    rules: dict[str, Rule] = field(default_factory=dict)
+    """Metadata of every rule that produced a finding in this run (code -> Rule)."""
+    seconds: float = 0.0
+    analyses: int = 0
+    """How many template sets were analysed (the rest came from the cache)."""
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for fa in self.files for f in fa.findings]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            out[f.severity.value] += 1
+        return out
+
+    def failing(self, fail_on: Severity | str = Severity.ERROR) -> list[Finding]:
+        """Findings at or above ``fail_on``."""
+        threshold = Severity(fail_on).rank
+        return [f for f in self.findings if f.severity.rank >= threshold]
+
+    def exit_code(self, fail_on: Severity | str = Severity.ERROR) -> int:
+        """0 when nothing is at or above ``fail_on``, 1 otherwise (2 is for usage errors, raised earlier)."""
+        return 1 if self.failing(fail_on) else 0
+
+    def rule(self, code: str) -> Rule | None:
+        return self.rules.get(code) or _registered_rule(code)
+
+
+# --- rule selection ---------------------------------------------------------------------------------
+
+
+def _split_selectors(values: Iterable[str] | str | None) -> list[str] | None:
+    """``["GT2,GT301", "GT4"]`` -> ``["GT2", "GT301", "GT4"]``; accepts one comma-separated string too."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    out: list[str] = []
+    for v in values:
+        out.extend(p.strip().upper() for p in v.split(",") if p.strip())
+    return out
+
+
+class RuleFilter:
+    """``--select`` / ``--ignore`` with code prefixes (``GT2`` = every GT2xx rule), resolved like ruff:
+    the most specific matching selector wins, and on a tie ``ignore`` wins. ``ALL`` matches everything."""
+
+    def __init__(self, select: Iterable[str] | str | None = None, ignore: Iterable[str] | str | None = None) -> None:
+        sel = _split_selectors(select)
+        self.select = sel if sel else None  # an empty --select means "no restriction"
+        self.ignore = _split_selectors(ignore) or []
+        known = [r.code for r in all_rules()]
+        for s in (self.select or []) + self.ignore:
+            if s != "ALL" and not any(code.startswith(s) for code in known):
+                raise UsageError(f"unknown rule selector {s!r} (see `gguftpl rules`)")
+
+    @staticmethod
+    def _specificity(code: str, selectors: Sequence[str]) -> int:
+        best = -1
+        for s in selectors:
+            if s == "ALL":
+                best = max(best, 0)
+            elif code.startswith(s):
+                best = max(best, len(s))
+        return best
+
+    def __call__(self, code: str) -> bool:
+        sel = 0 if self.select is None else self._specificity(code, self.select)
+        if sel < 0:
+            return False
+        ign = self._specificity(code, self.ignore)
+        return ign < sel
+
+
+# --- analysis cache ---------------------------------------------------------------------------------
+
+
+def _registered_rule(code: str) -> Rule | None:
+    try:
+        return get_rule(code)
+    except KeyError:
+        return None
+
+
+def _fingerprint(tset: Any, upstream_repo: str | None, engine: str) -> str:
+    """What the analysis can depend on: every template-set field except where the file is."""
+    h = hashlib.sha256()
+    h.update(f"engine={engine}\nupstream={upstream_repo}\n".encode())
+    if dataclasses.is_dataclass(tset) and not isinstance(tset, type):
+        for f in dataclasses.fields(tset):
+            if f.name == "path":
+                continue
+            value = getattr(tset, f.name)
+            if f.name == "templates" and isinstance(value, dict):
+                # the sha256 stands for the text; name and key decide the message wording
+                value = sorted((n, getattr(t, "key", None), getattr(t, "sha256", None)) for n, t in value.items())
+            h.update(f"{f.name}={value!r}\n".encode("utf-8", "surrogatepass"))
+    else:  # not a dataclass: never share results
+        h.update(f"id={id(tset)}".encode())
+    return h.hexdigest()
+
+
+def _relabel_str(value: Any, label: str, quoted: str) -> Any:
+    if isinstance(value, str) and _FILE_PLACEHOLDER in value:
+        return value.replace(_FILE_PLACEHOLDER, quoted)
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {k: _relabel_str(v, label, quoted) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relabel_str(v, label, quoted) for v in value]
+    return value
+
+
+def _relabel(finding: Finding, label: str) -> Finding:
+    loc = finding.location
+    file = label if loc.file in (_FILE_PLACEHOLDER, "") else loc.file.replace(_FILE_PLACEHOLDER, label)
+    return dataclasses.replace(
+        finding,
+        location=dataclasses.replace(loc, file=file),
+        message=_relabel_str(finding.message, label, label),
+        evidence=_relabel_str(finding.evidence, label, label),
+        # a fix is a command line: quote the path the way a shell needs it
+        fix=_relabel_str(finding.fix, label, shlex.quote(label)),
+        extra=_relabel_str(finding.extra, label, label),
+    )
+
+
+def _relabel_template(report: Any, label: str) -> Any:
+    details = getattr(report, "details", None)
+    if dataclasses.is_dataclass(report) and not isinstance(report, type) and isinstance(details, dict):
+        return dataclasses.replace(report, details=_relabel_str(details, label, label))
+    return report
+
+
+@dataclass
+class _Analysis:
+    templates: list[Any]
+    findings: list[Finding]
+
+
+class AnalysisCache:
+    """Template-set analyses keyed by a fingerprint of everything they read. Share one across calls (e.g.
+    a long-running process) to skip files already seen."""
+
+    def __init__(self) -> None:
+        self._store: dict[str, _Analysis] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_compute(self, key: str, compute: Callable[[], _Analysis]) -> tuple[_Analysis, bool]:
+        found = self._store.get(key)
+        if found is not None:
+            self.hits += 1
+            return found, True
+        self.misses += 1
+        result = compute()
+        self._store[key] = result
+        return result, False
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+# --- the audit ----------------------------------------------------------------------------------------
+
+
+def _find_upstream(tset: Any) -> tuple[str | None, str]:
+    """Ask the hub helper's discovery (metadata and bundled catalog only, no network) if it is installed."""
+    try:
+        from gguftpl.upstream.discover import find_upstream_repo
+    except ImportError:
+        return None, ""
+    try:
+        repo, how = find_upstream_repo(tset)
+    except GGUFTplError as exc:
+        return None, f"discovery failed: {exc}"
+    return repo, how
+
+
+_ENGINES = ("hf",)
+
+
+def _analyze(tset: Any, upstream_repo: str | None, engine: str) -> _Analysis:
+    from gguftpl.templates.analysis import analyze_templateset
+
+    kwargs: dict[str, Any] = {"location_file": _FILE_PLACEHOLDER, "upstream_repo": upstream_repo}
+    if "engine" in inspect.signature(analyze_templateset).parameters:
+        kwargs["engine"] = engine
+    elif engine not in _ENGINES:
+        raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
+    if dataclasses.is_dataclass(tset) and not isinstance(tset, type) and hasattr(tset, "path"):
+        tset = dataclasses.replace(tset, path=_FILE_PLACEHOLDER)
+    result = analyze_templateset(tset, **kwargs)
+    return _Analysis(templates=list(result.templates), findings=list(result.findings))
+
+
+def _sort_key(templates: list[Any]) -> Callable[[Finding], tuple[Any, ...]]:
+    order = {getattr(t, "name", None): i for i, t in enumerate(templates)}
+
+    def key(f: Finding) -> tuple[Any, ...]:
+        t = -1 if f.template is None else order.get(f.template, len(order))
+        return (t, -f.severity.rank, f.code, f.location.line or 0, f.location.column or 0, f.message)
+
+    return key
+
+
+def audit_header(
+    header: Any,
+    label: str,
+    *,
+    select: Iterable[str] | str | None = None,
+    ignore: Iterable[str] | str | None = None,
+    engine: str = "hf",
+    cache: AnalysisCache | None = None,
+    rule_filter: RuleFilter | None = None,
+    strict: bool = False,
+) -> FileAudit:
+    """Audit one already-read header (from a local file, an HTTP range read, …) reported as ``label``.
+
+    ``strict`` re-raises unexpected exceptions from the analysis instead of reporting GT002 (``--debug``).
+    """
+    from gguftpl.rules import AUDIT_FAILED
+    from gguftpl.templates.templateset import load_templateset
+
+    start = time.perf_counter()
+    keep = rule_filter or RuleFilter(select, ignore)
+    cache = cache if cache is not None else AnalysisCache()
+    audit = FileAudit(path=label)
+    try:
+        tset = load_templateset(header)
+        audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
+        key = _fingerprint(tset, audit.upstream_repo, engine)
+        analysis, audit.cached = cache.get_or_compute(key, lambda: _analyze(tset, audit.upstream_repo, engine))
+        audit.templates = [_relabel_template(t, label) for t in analysis.templates]
+        findings = [_relabel(f, label) for f in analysis.findings]
+    except UsageError:
+        raise
+    except Exception as exc:
+        if strict and not isinstance(exc, GGUFTplError):
+            raise
+        audit.error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, GGUFTplError) else str(exc)
+        findings = [
+            make_finding(
+                AUDIT_FAILED,
+                f"could not finish checking the chat templates: {audit.error}",
+                Location(file=label),
+                fix=f"gguftpl --debug audit {shlex.quote(label)}",
+            )
+        ]
+    audit.findings = sorted((f for f in findings if keep(f.code)), key=_sort_key(audit.templates))
+    audit.seconds = time.perf_counter() - start
+    return audit
+
+
+def _unreadable(label: str, exc: GGUFFormatError, keep: RuleFilter) -> FileAudit:
+    from gguftpl.rules import UNREADABLE_GGUF
+
+    finding = make_finding(UNREADABLE_GGUF, str(exc), Location(file=label), evidence=str(exc))
+    return FileAudit(path=label, error=str(exc), findings=[finding] if keep(finding.code) else [])
+
+
+def audit_file(
+    path: str | os.PathLike[str],
+    *,
+    label: str | None = None,
+    select: Iterable[str] | str | None = None,
+    ignore: Iterable[str] | str | None = None,
+    engine: str = "hf",
+    cache: AnalysisCache | None = None,
+    rule_filter: RuleFilter | None = None,
+    strict: bool = False,
+) -> FileAudit:
+    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception."""
+    from gguftpl.gguf.reader import read_header
+
+    label = label if label is not None else os.fspath(path)
+    keep = rule_filter or RuleFilter(select, ignore)
+    start = time.perf_counter()
+    try:
+        header = read_header(path)
+    except GGUFFormatError as exc:
+        audit = _unreadable(label, exc, keep)
+        audit.seconds = time.perf_counter() - start
+        return audit
+    try:
+        audit = audit_header(header, label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+    finally:
+        header.close()
+    audit.seconds = time.perf_counter() - start
+    return audit
+
+
+def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Files as given, directories expanded to every ``*.gguf`` below them (sorted); duplicates dropped.
+
+    A path that does not exist is a usage error: it is almost always a typo, and silently auditing
+    nothing would pass."""
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(p: str) -> None:
+        real = os.path.realpath(p)
+        if real not in seen:
+            seen.add(real)
+            out.append(p)
+
+    for raw in paths:
+        p = os.fspath(raw)
+        if os.path.isdir(p):
+            found: list[str] = []
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found.extend(os.path.join(root, f) for f in files if f.lower().endswith(GGUF_SUFFIX))
+            for f in sorted(found):
+                add(f)
+        elif os.path.exists(p):
+            add(p)
+        else:
+            raise UsageError(f"no such file or directory: {p}")
+    return out
+
+
+def audit_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    select: Iterable[str] | str | None = None,
+    ignore: Iterable[str] | str | None = None,
+    engine: str = "hf",
+    cache: AnalysisCache | None = None,
+    strict: bool = False,
+    progress: Callable[[FileAudit], None] | None = None,
+) -> AuditRun:
+    """Audit files and directories (recursively, ``*.gguf``). Raises ``UsageError`` for a missing path
+    or an unknown selector; every per-file problem is a finding in the returned run."""
+    start = time.perf_counter()
+    keep = RuleFilter(select, ignore)
+    if engine not in _ENGINES:
+        _check_engine(engine)
+    cache = cache if cache is not None else AnalysisCache()
+    misses_before = cache.misses
+    run = AuditRun()
+    for p in collect_paths(paths):
+        fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+        run.files.append(fa)
+        if progress is not None:
+            progress(fa)
+    run.analyses = cache.misses - misses_before
+    run.rules = _rules_for(run.findings)
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def _check_engine(engine: str) -> None:
+    from gguftpl.templates.analysis import analyze_templateset
+
+    if "engine" not in inspect.signature(analyze_templateset).parameters:
+        raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
+
+
+def _rules_for(findings: Iterable[Finding]) -> dict[str, Rule]:
+    out: dict[str, Rule] = {}
+    for f in findings:
+        if f.code not in out:
+            rule = _registered_rule(f.code)
+            if rule is not None:
+                out[f.code] = rule
+    return dict(sorted(out.items()))

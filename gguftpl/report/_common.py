@@ -1,0 +1,66 @@
+"""Bits every formatter shares: rule lookup with a fallback, template fields, SARIF levels."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.findings import Finding, Rule, Severity
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun
+
+TEMPLATE_FIELDS = (
+    "name",
+    "key",
+    "sha256",
+    "tools_in_prompt",
+    "tools_static",
+    "dialect",
+    "renders_tool_calls",
+    "renders_tool_results",
+    "handles_generation_prompt",
+)
+
+
+def rule_of(run: AuditRun, finding: Finding) -> Rule:
+    """The rule behind a finding; a finding from an unregistered code still gets usable metadata."""
+    rule = run.rule(finding.code)
+    if rule is not None:
+        return rule
+    return Rule(finding.code, finding.name, finding.severity, finding.name.replace("-", " "))
+
+
+def template_dict(report: Any) -> dict[str, Any]:
+    return {f: _plain(getattr(report, f, None)) for f in TEMPLATE_FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe copy of ``value`` (unknown objects become their ``str``)."""
+    return _plain(value)
+
+
+def where(finding: Finding) -> str:
+    """``tokenizer.chat_template:3:5`` or ``tokenizer.chat_template`` or ``""``."""
+    loc = finding.location
+    if not loc.key:
+        return ""
+    out = loc.key
+    if loc.line is not None:
+        out += f":{loc.line}"
+        if loc.column is not None:
+            out += f":{loc.column}"
+    return out
+
+
+SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}

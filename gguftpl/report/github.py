@@ -1,0 +1,42 @@
+"""GitHub Actions workflow commands: one ``::error``/``::warning``/``::notice`` annotation per finding.
+
+Escaping follows the runner's rules (actions/toolkit ``command.ts``): in the message ``%``, ``\\r`` and
+``\\n``; in properties also ``:`` and ``,``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gguftpl.report._common import GITHUB_LEVEL, where
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+class GitHubFormatter:
+    name = "github"
+
+    def format(self, run: AuditRun) -> str:
+        lines: list[str] = []
+        for fa in run.files:
+            for f in fa.findings:
+                # The template line is not a line of the (binary) GGUF, so it goes in the message rather
+                # than in line=, where GitHub would point at the wrong place.
+                at = where(f)
+                context = f"{at} ({f.template})" if at and f.template else at or (f.template or "")
+                message = f"{context}: {f.message}" if context else f.message
+                if f.fix:
+                    message += f"\nFix: {f.fix}"
+                file = escape_property(f.location.file or fa.path)
+                props = f"file={file},title={escape_property(f'{f.code} {f.name}')}"
+                lines.append(f"::{GITHUB_LEVEL[f.severity]} {props}::{escape_data(message)}")
+        return "".join(line + "\n" for line in lines)

@@ -1,0 +1,71 @@
+"""Machine-readable report. ``schema_version`` changes only when a field changes meaning or goes away."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.findings import Finding
+from gguftpl.report import tool_version
+from gguftpl.report._common import plain, template_dict
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun, FileAudit
+
+SCHEMA_VERSION = 1
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    loc = f.location
+    out: dict[str, Any] = {
+        "code": f.code,
+        "name": f.name,
+        "severity": f.severity.value,
+        "message": f.message,
+        "location": {"file": loc.file, "key": loc.key, "line": loc.line, "column": loc.column},
+        "template": f.template,
+        "evidence": f.evidence,
+        "fix": f.fix,
+    }
+    if f.extra:
+        out["extra"] = plain(f.extra)
+    return out
+
+
+def file_dict(fa: FileAudit) -> dict[str, Any]:
+    return {
+        "path": fa.path,
+        "error": fa.error,
+        "upstream": {"repo": fa.upstream_repo, "how": fa.upstream_how or None},
+        "templates": [template_dict(t) for t in fa.templates],
+        "findings": [finding_dict(f) for f in fa.findings],
+        "cached": fa.cached,
+        "seconds": round(fa.seconds, 6),
+    }
+
+
+def run_dict(run: AuditRun) -> dict[str, Any]:
+    counts = run.counts()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "gguftpl", "version": tool_version()},
+        "summary": {
+            "files": len(run.files),
+            "files_with_findings": sum(1 for fa in run.files if fa.findings),
+            "findings": sum(counts.values()),
+            "by_severity": counts,
+            "analyses": run.analyses,
+            "seconds": round(run.seconds, 6),
+        },
+        "files": [file_dict(fa) for fa in run.files],
+    }
+
+
+class JSONFormatter:
+    name = "json"
+
+    def __init__(self, indent: int | None = 2) -> None:
+        self.indent = indent
+
+    def format(self, run: AuditRun) -> str:
+        return json.dumps(run_dict(run), indent=self.indent, ensure_ascii=False) + "\n"

@@ -1,0 +1,120 @@
+"""SARIF 2.1.0 for code-scanning dashboards (GitHub, Azure DevOps, VS Code SARIF viewer).
+
+Rules carry their documentation (``tool.driver.rules``); each result points at the GGUF file and, as a
+logical location, at the metadata key holding the template. The template line goes in ``region`` when the
+analysis knows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.findings import Finding, Rule
+from gguftpl.report import tool_version
+from gguftpl.report._common import SARIF_LEVEL, plain, rule_of
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+
+
+def artifact_uri(label: str) -> str:
+    """A URI reference for a path as the user gave it: URLs stay, absolute paths become ``file://`` URIs,
+    relative paths stay relative (code scanning resolves them against the checkout)."""
+    if "://" in label:
+        return label
+    if os.path.isabs(label) or PureWindowsPath(label).is_absolute():
+        path = label.replace("\\", "/")
+        if not path.startswith("/"):
+            path = "/" + path  # C:/x -> /C:/x
+        return "file://" + urllib.parse.quote(path, safe="/:")
+    return urllib.parse.quote(str(PurePosixPath(label.replace("\\", "/"))), safe="/")
+
+
+def rule_dict(rule: Rule) -> dict[str, Any]:
+    help_text = rule.summary
+    help_md = f"**{rule.code} {rule.name}**: {rule.summary}"
+    if rule.why:
+        help_text += f"\n\nWhy is this bad? {rule.why}"
+        help_md += f"\n\n## Why is this bad?\n{rule.why}"
+    if rule.example:
+        help_text += f"\n\nExample: {rule.example}"
+        help_md += f"\n\n## Example\n{rule.example}"
+    if rule.fix:
+        help_text += f"\n\nFix: {rule.fix}"
+        help_md += f"\n\n## Fix\n{rule.fix}"
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.why or rule.summary},
+        "help": {"text": help_text, "markdown": help_md},
+        "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+        "properties": {"tags": [rule.code[:3] + "xx"]},
+    }
+
+
+def result_dict(f: Finding, rule_index: int, file_label: str) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(f.location.file or file_label)}}
+    if f.location.line is not None:
+        region: dict[str, Any] = {"startLine": f.location.line}
+        if f.location.column is not None:
+            region["startColumn"] = f.location.column
+        physical["region"] = region
+    location: dict[str, Any] = {"physicalLocation": physical}
+    logical: list[dict[str, Any]] = []
+    if f.location.key:
+        logical.append({"name": f.location.key, "fullyQualifiedName": f.location.key, "kind": "property"})
+    if f.template:
+        logical.append({"name": f.template, "fullyQualifiedName": f"template:{f.template}", "kind": "object"})
+    if logical:
+        location["logicalLocations"] = logical
+    text = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
+    props: dict[str, Any] = {"template": f.template, "evidence": f.evidence, "fix": f.fix}
+    if f.extra:
+        props["extra"] = plain(f.extra)
+    return {
+        "ruleId": f.code,
+        "ruleIndex": rule_index,
+        "level": SARIF_LEVEL[f.severity],
+        "message": {"text": text},
+        "locations": [location],
+        "properties": props,
+    }
+
+
+class SARIFFormatter:
+    name = "sarif"
+
+    def format(self, run: AuditRun) -> str:
+        # Only the rules that fired, sorted by code: indices stay meaningful and the log small.
+        rules: dict[str, Rule] = {}
+        for f in run.findings:
+            rules.setdefault(f.code, rule_of(run, f))
+        ordered = sorted(rules)
+        index = {code: i for i, code in enumerate(ordered)}
+        results = [result_dict(f, index[f.code], fa.path) for fa in run.files for f in fa.findings]
+        log = {
+            "$schema": SARIF_SCHEMA,
+            "version": SARIF_VERSION,
+            "runs": [
+                {
+                    "tool": {
+                        "driver": {
+                            "name": "gguftpl",
+                            "version": tool_version(),
+                            "rules": [rule_dict(rules[c]) for c in ordered],
+                        }
+                    },
+                    "columnKind": "unicodeCodePoints",
+                    "results": results,
+                }
+            ],
+        }
+        return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,108 @@
+"""Human-readable report: one block per file, findings grouped under the template they concern."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.findings import Finding, Severity
+from gguftpl.report._common import where
+
+if TYPE_CHECKING:
+    from gguftpl.audit import AuditRun, FileAudit
+
+_SEVERITY_STYLE = {
+    Severity.ERROR: {"fg": "red", "bold": True},
+    Severity.WARNING: {"fg": "yellow", "bold": True},
+    Severity.INFO: {"fg": "blue"},
+}
+
+EVIDENCE_MAX_LINES = 12
+EVIDENCE_MAX_WIDTH = 160
+
+
+def _yes_no(value: Any) -> str:
+    return {True: "yes", False: "no"}.get(value, "unknown")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class TextFormatter:
+    name = "text"
+
+    def __init__(self, color: bool = False, show_evidence: bool = True) -> None:
+        self.color = color
+        self.show_evidence = show_evidence
+
+    def _s(self, text: str, **style: Any) -> str:
+        if not self.color:
+            return text
+        import click  # only the CLI asks for colour, and it has click loaded already
+
+        return click.style(text, **style)
+
+    def format(self, run: AuditRun) -> str:
+        lines: list[str] = []
+        for fa in run.files:
+            lines.extend(self._file(fa))
+            lines.append("")
+        lines.append(self._summary(run))
+        return "\n".join(lines) + "\n"
+
+    def _file(self, fa: FileAudit) -> list[str]:
+        out = [self._s(fa.path, bold=True)]
+        if fa.upstream_repo:
+            how = f" (from {fa.upstream_how})" if fa.upstream_how else ""
+            out.append(f"  upstream: {fa.upstream_repo}{how}")
+        by_template: dict[str | None, list[Finding]] = {}
+        for f in fa.findings:
+            by_template.setdefault(f.template, []).append(f)
+        if by_template.get(None):
+            out.append("  file")
+            out.extend(self._finding(f) for f in by_template.pop(None))
+        for t in fa.templates:
+            name = getattr(t, "name", "?")
+            sha = (getattr(t, "sha256", "") or "")[:12]
+            out.append(
+                f"  template {self._s(str(name), bold=True)} ({getattr(t, 'key', '?')}, sha256 {sha}, "
+                f"dialect {getattr(t, 'dialect', '?')}, tools in prompt: "
+                f"{_yes_no(getattr(t, 'tools_in_prompt', None))})"
+            )
+            out.extend(self._finding(f) for f in by_template.pop(name, []))
+        for name, findings in by_template.items():  # a finding about a template not in the report
+            out.append(f"  template {name}")
+            out.extend(self._finding(f) for f in findings)
+        if not fa.findings:
+            out.append("  " + self._s("no findings", fg="green"))
+        return out
+
+    def _finding(self, f: Finding) -> str:
+        sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
+        parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {f.message}"]
+        at = where(f)
+        if at:
+            parts.append(f"      at {at}")
+        if f.evidence and self.show_evidence:
+            ev = f.evidence.splitlines() or [""]
+            shown = ev[:EVIDENCE_MAX_LINES]
+            parts.append("      evidence:")
+            for line in shown:
+                if len(line) > EVIDENCE_MAX_WIDTH:
+                    line = line[: EVIDENCE_MAX_WIDTH - 1] + "…"
+                parts.append(f"        | {line}")
+            if len(ev) > len(shown):
+                parts.append(f"        | … ({len(ev) - len(shown)} more lines)")
+        if f.fix:
+            parts.append(f"      fix: {self._s(f.fix, fg='cyan')}")
+        return "\n".join(parts)
+
+    def _summary(self, run: AuditRun) -> str:
+        counts = run.counts()
+        n = sum(counts.values())
+        flagged = sum(1 for fa in run.files if fa.findings)
+        detail = ", ".join(
+            _plural(counts[s.value], s.value) if s is not Severity.INFO else f"{counts[s.value]} info" for s in Severity
+        )
+        line = f"{_plural(n, 'finding')} ({detail}) in {_plural(len(run.files), 'file')} ({flagged} with findings)"
+        return self._s(line, bold=True) if n else self._s(line, fg="green")

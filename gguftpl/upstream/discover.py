@@ -1,0 +1,112 @@
+"""Which Hugging Face repo a GGUF came from, from what the file says. Never touches the network.
+
+Order: ``general.base_model.N.repo_url`` (the model this one was made from), then
+``general.source.huggingface.repository``, then ``general.source.url``; a quantizer's own repo (a name
+ending in ``-GGUF``) is skipped in favour of the model it quantizes when both are present. Last, the
+bundled catalog: a template whose sha256 matches a catalog template, or a model name matching a
+catalog repo name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_HF_URL = re.compile(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/(?:models/)?([^/\s]+/[^/\s?#@]+)")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def repo_from_url(value: Any) -> str | None:
+    """``org/name`` from a Hugging Face URL or a bare repo id; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    v = value.strip().rstrip("/")
+    m = _HF_URL.match(v)
+    if m:
+        repo = m.group(1)
+        return repo[: -len(".git")] if repo.endswith(".git") else repo
+    if _REPO_ID.match(v) and "." not in v.split("/", 1)[0]:
+        return v
+    return None
+
+
+def _is_quant_repo(repo: str) -> bool:
+    return repo.lower().endswith(("-gguf", "_gguf", ".gguf"))
+
+
+def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
+    """(repo id or None, how it was found / why not). ``tset`` is a TemplateSet (its ``provenance``
+    dict of ``general.*`` keys and its ``templates``)."""
+    prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
+    candidates: list[tuple[str, str]] = []
+    count = prov.get("general.base_model.count")
+    n = count if isinstance(count, int) and 0 <= count <= 64 else 8
+    for i in range(n):
+        key = f"general.base_model.{i}.repo_url"
+        repo = repo_from_url(prov.get(key))
+        if repo:
+            candidates.append((repo, key))
+    for key in ("general.source.huggingface.repository", "general.source.url", "general.repo_url", "general.url"):
+        repo = repo_from_url(prov.get(key))
+        if repo:
+            candidates.append((repo, key))
+    # Prefer a model repo over a quantizer's GGUF repo: the templates we compare with live in the former.
+    for repo, key in candidates:
+        if not _is_quant_repo(repo):
+            return repo, f"from {key}"
+    from gguftpl.upstream.catalog import load_catalog
+
+    entry, how = match_catalog(tset, load_catalog())
+    if entry is not None:
+        return entry.repo_id, how
+    if candidates:
+        repo, key = candidates[0]
+        return repo, f"from {key} (a GGUF repo; its templates may not be the original model's)"
+    return None, "no general.base_model/source keys and no catalog match"
+
+
+def match_catalog(tset: Any, catalog: Any) -> tuple[Any, str]:
+    """(catalog entry or None, how). A template hash match wins; names break ties and stand alone."""
+    prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
+    names = _model_names(prov)
+    by_hash: dict[str, Any] = {}
+    for tpl in getattr(tset, "templates", {}).values():
+        for entry, tname in catalog.by_sha256(tpl.sha256):
+            by_hash.setdefault(entry.repo_id, (entry, f"catalog match: template {tpl.name} sha256 = {tname}"))
+    if by_hash:
+        if len(by_hash) == 1:
+            entry, how = next(iter(by_hash.values()))
+            return entry, how
+        for name in names:
+            for entry in catalog.by_name(name):
+                if entry.repo_id in by_hash:
+                    return entry, by_hash[entry.repo_id][1] + f" and model name {name!r}"
+    for name in names:
+        found = catalog.by_name(name)
+        if len(found) == 1:
+            return found[0], f"catalog match: model name {name!r}"
+    if by_hash:
+        return None, "templates match several catalog entries: " + ", ".join(sorted(by_hash))
+    return None, "no catalog entry matches the templates or the model name"
+
+
+def _model_names(prov: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+
+    def add(v: Any) -> None:
+        if isinstance(v, str) and v.strip() and v not in out:
+            out.append(v.strip())
+
+    for i in range(8):
+        add(prov.get(f"general.base_model.{i}.name"))
+    add(prov.get("general.name"))
+    base, size, fine = prov.get("general.basename"), prov.get("general.size_label"), prov.get("general.finetune")
+    if isinstance(base, str):
+        parts = [base] + [p for p in (size, fine) if isinstance(p, str) and p]
+        add("-".join(parts))
+        add(base)
+    # a quantizer's name like "Hermes-2-Pro-Mistral-7B-GGUF" or "... Q4_K_M"
+    for v in list(out):
+        stripped = re.sub(r"[-_ .](gguf|q\d\w*|iq\d\w*|f16|bf16|f32)$", "", v, flags=re.I)
+        add(stripped)
+    return out

@@ -1,0 +1,289 @@
+"""Fetch a repo's chat templates and special tokens from the Hugging Face Hub (or a local stand-in).
+
+Uses huggingface_hub (imported lazily) and its normal cache. ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and
+``HF_TOKEN`` are read here at call time, not only when huggingface_hub is imported, so a test or a
+long-lived process that changes them is honoured. Every failure becomes a one-line ``HubError``.
+
+Requests, cold cache: ``GET /api/models/{repo}/revision/{rev}`` (resolves the commit),
+``GET /api/models/{repo}/tree/{sha}?recursive=true``, then HEAD+GET per template/special-token file.
+Warm cache with a branch: the revision call only. Pinned commit, warm cache: no request at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from gguftpl.errors import HubError
+from gguftpl.upstream.config import (
+    SPECIAL_FILES,
+    TEMPLATE_FILES,
+    TOKENIZER_JSON,
+    UpstreamConfig,
+    parse_upstream_files,
+)
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_TRUE = {"1", "on", "yes", "true"}
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def hub_endpoint(endpoint: str | None = None) -> str:
+    return (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def parse_repo_ref(ref: str) -> tuple[str, str | None]:
+    """``org/name`` or ``org/name@revision`` -> (repo_id, revision)."""
+    repo, _, rev = ref.partition("@")
+    repo = repo.strip()
+    for prefix in ("https://huggingface.co/", "hf://", "hf.co/", "huggingface.co/"):
+        if repo.startswith(prefix):
+            repo = repo[len(prefix) :]
+    repo = repo.strip("/")
+    if not _REPO_RE.match(repo):
+        raise HubError(f"{ref!r} is not a Hugging Face repo id (expected ORG/NAME[@REVISION])")
+    return repo, (rev.strip() or None)
+
+
+def fetch_upstream(
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    offline: bool | None = None,
+    catalog_fallback: bool = False,
+) -> UpstreamConfig:
+    """Templates and special tokens of ``repo_id`` at ``revision`` (branch, tag or commit; default main).
+
+    ``offline`` defaults to ``HF_HUB_OFFLINE``; offline, only the cache is used. With
+    ``catalog_fallback``, a Hub that cannot be reached (not a 404) falls back to a bundled catalog entry
+    whose revision is known and matches, with a loud warning in ``.warnings``.
+    """
+    repo_id, rev_in_ref = parse_repo_ref(repo_id)
+    revision = revision or rev_in_ref
+    offline = hub_offline() if offline is None else offline
+    url = hub_endpoint(endpoint)
+    tok = token or os.environ.get("HF_TOKEN") or None
+    try:
+        return _fetch(repo_id, revision, url, tok, cache_dir, offline)
+    except _Unreachable as exc:
+        if catalog_fallback:
+            from gguftpl.upstream.catalog import fallback_entry
+
+            cfg = fallback_entry(repo_id, revision)
+            if cfg is not None:
+                cfg.warnings.insert(
+                    0,
+                    f"WARNING: the Hub could not be reached ({exc}); using the bundled catalog copy of "
+                    f"{repo_id} at revision {cfg.commit_sha} instead",
+                )
+                return cfg
+        raise HubError(str(exc)) from None
+
+
+class _Unreachable(Exception):
+    """Network down, offline with a cold cache, connection dropped: the catalog may stand in."""
+
+
+def _fetch(
+    repo_id: str,
+    revision: str | None,
+    endpoint: str,
+    token: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    offline: bool,
+) -> UpstreamConfig:
+    hf = _import_hub()
+    rev = revision or "main"
+    where = f"{repo_id}@{rev}"
+    silent = _silent_tqdm()
+    kwargs: dict[str, Any] = {
+        "revision": rev,
+        "endpoint": endpoint,
+        "token": token,
+        "cache_dir": os.fspath(cache_dir) if cache_dir is not None else None,
+        "local_files_only": offline,
+    }
+    try:
+        folder = hf.snapshot_download(
+            repo_id, allow_patterns=TEMPLATE_FILES + SPECIAL_FILES, tqdm_class=silent, **kwargs
+        )
+    except Exception as exc:  # noqa: BLE001 - classified below, re-raised as typed errors
+        _raise_classified(exc, where, endpoint, offline)
+        raise  # pragma: no cover - _raise_classified always raises
+    snap = Path(folder)
+    sha = snap.name if _COMMIT_RE.match(snap.name) else None
+    listing = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
+    warnings: list[str] = []
+    if offline:
+        warnings.append(f"offline (HF_HUB_OFFLINE): read {where} from the local cache, commit {sha}")
+
+    def read(name: str) -> bytes | None:
+        p = snap / name
+        if p.is_file():
+            return p.read_bytes()
+        if name == TOKENIZER_JSON:
+            return _download_optional(hf, repo_id, name, {**kwargs, "revision": sha or rev}, silent, warnings)
+        return None
+
+    templates, sources, original, special, more = parse_upstream_files(read, listing)
+    warnings.extend(more)
+    if not templates:
+        warnings.append(
+            f"{where} has no chat template (looked in tokenizer_config.json, chat_template.jinja, "
+            "additional_chat_templates/, chat_template.json)"
+        )
+    return UpstreamConfig(
+        repo_id=repo_id,
+        revision_requested=revision,
+        commit_sha=sha,
+        templates=templates,
+        special=special,
+        sources=sources,
+        origin="cache" if offline else "hub",
+        location=endpoint,
+        warnings=warnings,
+        files=[f for f in listing],
+        original_names=original,
+    )
+
+
+def _download_optional(
+    hf: Any, repo_id: str, name: str, kwargs: dict[str, Any], silent: Any, warnings: list[str]
+) -> bytes | None:
+    try:
+        path = hf.hf_hub_download(repo_id, name, tqdm_class=silent, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        if type(exc).__name__ in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
+            return None
+        warnings.append(f"could not read {name}: {_short(exc)}")
+        return None
+    return Path(path).read_bytes()
+
+
+def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) -> None:
+    errors = _import_hub().errors
+    name = type(exc).__name__
+    if isinstance(exc, errors.GatedRepoError):
+        raise HubError(
+            f"{where}: the repo is gated; accept its licence on the Hub and set HF_TOKEN (or `hf auth login`)"
+        ) from None
+    if isinstance(exc, errors.RevisionNotFoundError):
+        raise HubError(f"{where}: revision not found") from None
+    if isinstance(exc, errors.RepositoryNotFoundError):
+        raise HubError(f"{where}: repository not found at {endpoint} (or private: set HF_TOKEN)") from None
+    if isinstance(exc, errors.EntryNotFoundError) or name == "RemoteEntryNotFoundError":
+        raise HubError(f"{where}: file not found: {_short(exc)}") from None
+    if isinstance(exc, errors.LocalEntryNotFoundError) or isinstance(exc, errors.OfflineModeIsEnabled):
+        if offline:
+            raise _Unreachable(f"{where} is not in the local cache and HF_HUB_OFFLINE is set") from None
+        raise _Unreachable(f"{where}: cannot reach {endpoint} and nothing is cached") from None
+    if isinstance(exc, errors.HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            raise HubError(f"{where}: access denied (HTTP {status}); set HF_TOKEN") from None
+        raise _Unreachable(f"{where}: the Hub answered HTTP {status}") from None
+    mod = type(exc).__module__ or ""
+    if mod.startswith(("httpx", "httpcore", "h11", "requests", "urllib3")) or isinstance(exc, OSError):
+        raise _Unreachable(f"{where}: connection to {endpoint} failed ({name}: {_short(exc)})") from None
+    if isinstance(exc, ValueError):  # huggingface_hub validation (bad repo id, bad revision)
+        raise HubError(f"{where}: {_short(exc)}") from None
+    raise HubError(f"{where}: {name}: {_short(exc)}") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _import_hub() -> Any:
+    try:
+        import huggingface_hub
+        import huggingface_hub.errors  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - a hard dependency
+        raise HubError(f"huggingface_hub is not installed ({exc})") from None
+    return huggingface_hub
+
+
+def _silent_tqdm() -> Any:
+    """A progress-bar class that never draws: the CLI's stderr is for errors and warnings."""
+    from huggingface_hub.utils import tqdm as hf_tqdm
+
+    class Silent(hf_tqdm):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+    return Silent
+
+
+def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
+    """``--upstream DIR_OR_JSON``: a local folder laid out like a Hub repo, or one JSON file.
+
+    A JSON file may be a ``tokenizer_config.json`` (or ``chat_template.json``) itself, or a gguftpl
+    bundle ``{"repo_id": ..., "revision": ..., "files": {"tokenizer_config.json": {...}, ...}}``.
+    """
+    import json
+
+    p = Path(path)
+    if p.is_dir():
+        listing = sorted(q.relative_to(p).as_posix() for q in p.rglob("*") if q.is_file())
+
+        def read(name: str) -> bytes | None:
+            q = p / name
+            return q.read_bytes() if q.is_file() else None
+
+        templates, sources, original, special, warnings = parse_upstream_files(read, listing)
+        return UpstreamConfig(
+            repo_id=None,
+            revision_requested=None,
+            commit_sha=None,
+            templates=templates,
+            special=special,
+            sources=sources,
+            origin="dir",
+            location=str(p),
+            warnings=warnings,
+            files=listing,
+            original_names=original,
+        )
+    if not p.is_file():
+        raise HubError(f"--upstream {path}: no such file or folder")
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HubError(f"--upstream {path}: not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise HubError(f"--upstream {path}: expected a JSON object")
+    files: dict[str, bytes] = {}
+    repo_id = revision = None
+    if isinstance(obj.get("files"), dict):
+        repo_id, revision = obj.get("repo_id"), obj.get("revision")
+        for name, content in obj["files"].items():
+            files[name] = (content if isinstance(content, str) else json.dumps(content)).encode("utf-8")
+    elif p.name == "chat_template.json":
+        files["chat_template.json"] = p.read_bytes()
+    else:
+        files["tokenizer_config.json"] = p.read_bytes()
+    templates, sources, original, special, warnings = parse_upstream_files(files.get, sorted(files))
+    return UpstreamConfig(
+        repo_id=repo_id if isinstance(repo_id, str) else None,
+        revision_requested=revision if isinstance(revision, str) else None,
+        commit_sha=revision if isinstance(revision, str) and _COMMIT_RE.match(revision) else None,
+        templates=templates,
+        special=special,
+        sources=sources,
+        origin="json",
+        location=str(p),
+        warnings=warnings,
+        files=sorted(files),
+        original_names=original,
+    )

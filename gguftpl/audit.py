@@ -155,21 +155,30 @@ def _registered_rule(code: str) -> Rule | None:
         return None
 
 
-def _fingerprint(tset: Any, upstream_repo: str | None, engine: str) -> str:
-    """What the analysis can depend on: every template-set field except where the file is."""
+# Arrays the analysis may consult through the template set (token lookups), hashed rather than compared.
+_VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+
+
+def _fingerprint(tset: Any, header: Any, upstream_repo: str | None, engine: str) -> str:
+    """What the analysis can depend on: every public template-set field except where the file is, plus
+    the vocabulary (two files with equal templates but different token lists must not share results)."""
     h = hashlib.sha256()
     h.update(f"engine={engine}\nupstream={upstream_repo}\n".encode())
-    if dataclasses.is_dataclass(tset) and not isinstance(tset, type):
-        for f in dataclasses.fields(tset):
-            if f.name == "path":
-                continue
-            value = getattr(tset, f.name)
-            if f.name == "templates" and isinstance(value, dict):
-                # the sha256 stands for the text; name and key decide the message wording
-                value = sorted((n, getattr(t, "key", None), getattr(t, "sha256", None)) for n, t in value.items())
-            h.update(f"{f.name}={value!r}\n".encode("utf-8", "surrogatepass"))
-    else:  # not a dataclass: never share results
-        h.update(f"id={id(tset)}".encode())
+    if not (dataclasses.is_dataclass(tset) and not isinstance(tset, type)):
+        h.update(f"id={id(tset)}".encode())  # unknown shape: never share results
+        return h.hexdigest()
+    for f in dataclasses.fields(tset):
+        if f.name == "path" or f.name.startswith("_"):
+            continue
+        value = getattr(tset, f.name)
+        if f.name == "templates" and isinstance(value, dict):
+            # the sha256 stands for the text
+            value = sorted((n, getattr(t, "key", None), getattr(t, "sha256", None)) for n, t in value.items())
+        h.update(f"{f.name}={value!r}\n".encode("utf-8", "surrogatepass"))
+    get = getattr(header, "get", None)
+    for key in _VOCAB_KEYS:
+        value = get(key) if get is not None else None
+        h.update(f"{key}={value!r}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 
@@ -303,7 +312,7 @@ def audit_header(
     try:
         tset = load_templateset(header)
         audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
-        key = _fingerprint(tset, audit.upstream_repo, engine)
+        key = _fingerprint(tset, header, audit.upstream_repo, engine)
         analysis, audit.cached = cache.get_or_compute(key, lambda: _analyze(tset, audit.upstream_repo, engine))
         audit.templates = [_relabel_template(t, label) for t in analysis.templates]
         findings = [_relabel(f, label) for f in analysis.findings]
@@ -326,10 +335,19 @@ def audit_header(
     return audit
 
 
-def _unreadable(label: str, exc: GGUFFormatError, keep: RuleFilter) -> FileAudit:
+def _first_bytes(path: str | os.PathLike[str], n: int = 16) -> str:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(n)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    return f"first {len(head)} bytes: {head.hex(' ')}" if head else "empty file"
+
+
+def _unreadable(label: str, path: str | os.PathLike[str], exc: GGUFFormatError, keep: RuleFilter) -> FileAudit:
     from gguftpl.rules import UNREADABLE_GGUF
 
-    finding = make_finding(UNREADABLE_GGUF, str(exc), Location(file=label), evidence=str(exc))
+    finding = make_finding(UNREADABLE_GGUF, str(exc), Location(file=label), evidence=_first_bytes(path))
     return FileAudit(path=label, error=str(exc), findings=[finding] if keep(finding.code) else [])
 
 
@@ -353,7 +371,7 @@ def audit_file(
     try:
         header = read_header(path)
     except GGUFFormatError as exc:
-        audit = _unreadable(label, exc, keep)
+        audit = _unreadable(label, path, exc, keep)
         audit.seconds = time.perf_counter() - start
         return audit
     try:

@@ -1,0 +1,54 @@
+"""A small deterministic MCP server for tests, written with the official SDK (v2 ``MCPServer``).
+
+One tool, ``lookup_metric(project)``, with a described parameter. Each call is appended as one JSON
+line ``{"tool": ..., "args": {...}}`` to the file named by ``GGUFTPL_TEST_MCP_LOG`` (tests read it
+independently of gguftpl), and the result is the fixed text ``MARKER`` plus the project.
+
+Run: ``python metrics_server.py`` (stdio) or ``python metrics_server.py --http PORT`` (streamable HTTP on
+127.0.0.1). ``GGUFTPL_TEST_MCP_CRASH=1`` makes the tool kill the process mid-call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+MARKER = "METRIC-RESULT-b7c41e"
+PARAM_DESCRIPTION = "Slug of the project whose nightly build health metric is wanted"
+TOOL_DESCRIPTION = "Look up the current build health metric of a project."
+
+server = MCPServer("metrics")
+
+
+def _log(tool: str, args: dict[str, object]) -> None:
+    path = os.environ.get("GGUFTPL_TEST_MCP_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "args": args}) + "\n")
+
+
+@server.tool(description=TOOL_DESCRIPTION)
+def lookup_metric(project: Annotated[str, Field(description=PARAM_DESCRIPTION)]) -> str:
+    _log("lookup_metric", {"project": project})
+    if os.environ.get("GGUFTPL_TEST_MCP_CRASH"):
+        os._exit(3)
+    return f"{MARKER} project={project} health=0.93"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--http", type=int, default=None, help="serve streamable HTTP on 127.0.0.1:PORT")
+    args = ap.parse_args()
+    if args.http is not None:
+        server.run("streamable-http", host="127.0.0.1", port=args.http, log_level="WARNING")
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from golden._check import assert_golden, normalise
+from tests.golden._check import assert_golden, normalise
 
 from gguftpl.audit import AuditRun, FileAudit
 from gguftpl.cli.audit_cmd import command as audit_command
@@ -91,7 +91,7 @@ def sample_run() -> AuditRun:
                 ],
                 findings=[f_info, f_tools, f_warn],
                 upstream_repo="NousResearch/Hermes-2-Pro-Mistral-7B",
-                upstream_how="general.base_model.0.repo_url",
+                upstream_how="from general.base_model.0.repo_url",
                 seconds=0.5,
             ),
             FileAudit(path=broken, findings=[f_broken], error="bad magic", seconds=0.001),

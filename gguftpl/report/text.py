@@ -53,7 +53,7 @@ class TextFormatter:
     def _file(self, fa: FileAudit) -> list[str]:
         out = [self._s(fa.path, bold=True)]
         if fa.upstream_repo:
-            how = f" (from {fa.upstream_how})" if fa.upstream_how else ""
+            how = f" ({fa.upstream_how})" if fa.upstream_how else ""
             out.append(f"  upstream: {fa.upstream_repo}{how}")
         by_template: dict[str | None, list[Finding]] = {}
         for f in fa.findings:

@@ -1,0 +1,83 @@
+"""``gguftpl rules``: every registered rule is documented, listed and explained."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from gguftpl.cli import main_group
+from gguftpl.findings import Severity, all_rules
+from gguftpl.report.ruledoc import find_rule
+
+RULES = all_rules()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main_group, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_rules_exist() -> None:
+    assert {"GT001", "GT002"} <= {r.code for r in RULES}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_every_rule_is_documented(rule) -> None:  # type: ignore[no-untyped-def]
+    assert re.fullmatch(r"GT\d{3}", rule.code)
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    assert isinstance(rule.severity, Severity)
+    assert rule.summary.strip(), f"{rule.code} has no summary"
+    assert rule.why.strip(), f"{rule.code} has no 'why is this bad' text"
+    assert rule.fix.strip(), f"{rule.code} has no fix text"
+
+
+def test_rule_names_are_unique() -> None:
+    names = [r.name for r in RULES]
+    assert len(names) == len(set(names))
+
+
+def test_list_shows_every_rule() -> None:
+    code, out, _ = run("rules")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == len(RULES)
+    for line, rule in zip(lines, RULES, strict=True):
+        assert line.split()[:3] == [rule.code, rule.severity.value, rule.name]
+        assert line.endswith(rule.summary)
+
+
+def test_list_as_json() -> None:
+    code, out, _ = run("rules", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [d["code"] for d in doc] == [r.code for r in RULES]
+    assert set(doc[0]) == {"code", "name", "severity", "summary", "why", "example", "fix"}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_explain_each_rule(rule) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run("rules", rule.code.lower())
+    assert code == 0
+    assert out.startswith(f"# {rule.name} ({rule.code})")
+    sections = re.findall(r"^## (.+)$", out, flags=re.M)
+    expected = ["What it does", "Why is this bad?"] + (["Example"] if rule.example else []) + ["Fix"]
+    assert sections == expected
+    assert rule.summary in out and rule.why in out and rule.fix in out
+    # by name too
+    assert run("rules", rule.name)[1] == out
+
+
+def test_explain_as_json() -> None:
+    code, out, _ = run("rules", "GT001", "--format", "json")
+    assert code == 0
+    assert json.loads(out)["name"] == find_rule("GT001").name  # type: ignore[union-attr]
+
+
+def test_unknown_rule_is_a_usage_error() -> None:
+    code, out, err = run("rules", "GT999")
+    assert code == 2
+    assert out == ""
+    assert "unknown rule 'GT999'" in err

@@ -1,0 +1,490 @@
+"""Compare a GGUF's chat templates and special tokens with its upstream repo.
+
+Three views, each of which can fail independently:
+
+* templates, per name: only in the GGUF, only upstream (a ``tool_use`` lost in conversion is the headline
+  case), identical, or changed (with a unified diff and both sha256s);
+* special tokens: bos/eos ids and texts, and every upstream added token's id, text and special/CONTROL
+  status in the GGUF vocabulary (structured comparison with deepdiff);
+* behaviour: the same probe conversations (plain, with tools, a tool round trip) rendered with the
+  template a runtime would pick on each side — ``tool_use`` for a request with tools when it exists, as
+  llama.cpp does — and whether the prompts are identical, and where they first differ.
+
+Texts are compared exactly as decoded strings (the GGUF stores what ``json.loads`` gave the converter),
+so JSON escaping, key order or file layout never show up as differences.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl.upstream.config import UpstreamConfig
+
+IDENTICAL, CHANGED, GGUF_ONLY, UPSTREAM_ONLY, NOT_IN_SOURCE = (
+    "identical",
+    "changed",
+    "gguf_only",
+    "upstream_only",
+    "not_in_source",
+)
+CONTROL = 3
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class TemplateDiff:
+    name: str
+    status: str
+    """identical | changed | gguf_only | upstream_only | not_in_source (partial catalog entry)"""
+    gguf_sha256: str | None = None
+    upstream_sha256: str | None = None
+    gguf_length: int | None = None
+    upstream_length: int | None = None
+    upstream_source: str | None = None
+    whitespace_only: bool = False
+    """Changed, but equal once whitespace is normalised."""
+    unified_diff: str = ""
+    reads_tools: dict[str, bool | None] = field(default_factory=dict)
+    """side ("gguf"/"upstream") -> whether the template reads the ``tools`` variable."""
+
+    @property
+    def is_difference(self) -> bool:
+        return self.status in (CHANGED, GGUF_ONLY, UPSTREAM_ONLY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "gguf_sha256": self.gguf_sha256,
+            "upstream_sha256": self.upstream_sha256,
+            "gguf_length": self.gguf_length,
+            "upstream_length": self.upstream_length,
+            "upstream_source": self.upstream_source,
+            "whitespace_only": self.whitespace_only,
+            "reads_tools": self.reads_tools,
+            "unified_diff": self.unified_diff,
+        }
+
+
+@dataclass
+class TokenDifference:
+    kind: str
+    """bos | eos | added_token | generation_eos"""
+    path: str
+    """Where, e.g. ``bos.id`` or ``added[32001].control``."""
+    gguf: Any
+    upstream: Any
+    message: str
+    severity: str = "difference"
+    """difference (counts) | note (expected converter behaviour, does not count)"""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "gguf": self.gguf,
+            "upstream": self.upstream,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
+
+@dataclass
+class BehaviourDiff:
+    probe: str
+    """plain | tools | tool_round_trip"""
+    gguf_template: str | None
+    upstream_template: str | None
+    identical: bool | None
+    """None when a side could not be rendered."""
+    first_difference: int | None = None
+    """Character offset of the first difference."""
+    gguf_position: str | None = None
+    """line:column of the first difference in the GGUF prompt."""
+    upstream_position: str | None = None
+    gguf_excerpt: str = ""
+    upstream_excerpt: str = ""
+    gguf_error: str | None = None
+    upstream_error: str | None = None
+    gguf_length: int | None = None
+    upstream_length: int | None = None
+    tools_in_prompt: dict[str, bool] = field(default_factory=dict)
+    """side -> whether the canary tool's parameter description reached the prompt (tool probes only)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class DiffResult:
+    file: str
+    upstream: UpstreamConfig
+    how_found: str
+    templates: list[TemplateDiff]
+    tokens: list[TokenDifference]
+    tokens_compared: bool
+    behaviour: list[BehaviourDiff]
+    ignore_whitespace: bool = False
+
+    @property
+    def template_differences(self) -> list[TemplateDiff]:
+        out = [t for t in self.templates if t.is_difference]
+        if self.ignore_whitespace:
+            out = [t for t in out if not t.whitespace_only]
+        return out
+
+    @property
+    def token_differences(self) -> list[TokenDifference]:
+        return [t for t in self.tokens if t.severity == "difference"]
+
+    @property
+    def behaviour_differences(self) -> list[BehaviourDiff]:
+        return [b for b in self.behaviour if b.identical is False]
+
+    @property
+    def identical(self) -> bool:
+        return not (self.template_differences or self.token_differences or self.behaviour_differences)
+
+    @property
+    def lost_templates(self) -> list[TemplateDiff]:
+        return [t for t in self.templates if t.status == UPSTREAM_ONLY]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "identical": self.identical,
+            "upstream": self.upstream.to_dict(),
+            "how_found": self.how_found,
+            "ignore_whitespace": self.ignore_whitespace,
+            "templates": [t.to_dict() for t in self.templates],
+            "special_tokens": {
+                "compared": self.tokens_compared,
+                "differences": [t.to_dict() for t in self.tokens],
+            },
+            "behaviour": [b.to_dict() for b in self.behaviour],
+            "summary": {
+                "template_differences": len(self.template_differences),
+                "token_differences": len(self.token_differences),
+                "behaviour_differences": len(self.behaviour_differences),
+                "lost_templates": [t.name for t in self.lost_templates],
+            },
+        }
+
+
+# ---------------------------------------------------------------------------------------------- templates
+
+
+def _normalise_ws(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def reads_variable(text: str, variable: str = "tools") -> bool | None:
+    """Whether a template reads ``variable`` (jinja2 AST; None when it does not parse)."""
+    try:
+        from jinja2 import meta
+
+        ast = _parse_env().parse(text)
+    except Exception:  # noqa: BLE001 - any parse failure means "unknown", not a crash
+        return None
+    return variable in meta.find_undeclared_variables(ast)
+
+
+@functools.lru_cache(maxsize=1)
+def _parse_env() -> Any:
+    """A jinja2 environment that parses what HF templates use: loop controls and ``{% generation %}``."""
+    import jinja2
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class GenerationTag(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    return jinja2.Environment(extensions=["jinja2.ext.loopcontrols", GenerationTag])
+
+
+def compare_templates(gguf: dict[str, str], upstream: UpstreamConfig, *, context: int = 3) -> list[TemplateDiff]:
+    out: list[TemplateDiff] = []
+    names = list(dict.fromkeys(["default", *sorted(gguf), *upstream.templates]))
+    for name in names:
+        g, u = gguf.get(name), upstream.templates.get(name)
+        if g is None and u is None:
+            continue
+        td = TemplateDiff(name=name, status=IDENTICAL, upstream_source=upstream.sources.get(name))
+        if g is not None:
+            td.gguf_sha256, td.gguf_length = _sha(g), len(g.encode("utf-8"))
+            td.reads_tools["gguf"] = reads_variable(g)
+        if u is not None:
+            td.upstream_sha256, td.upstream_length = _sha(u), len(u.encode("utf-8"))
+            td.reads_tools["upstream"] = reads_variable(u)
+        if g is None:
+            td.status = UPSTREAM_ONLY
+        elif u is None:
+            td.status = GGUF_ONLY if upstream.complete else NOT_IN_SOURCE
+        elif g != u:
+            td.status = CHANGED
+            td.whitespace_only = _normalise_ws(g) == _normalise_ws(u)
+            td.unified_diff = unified_diff(g, u, name, upstream.label, context=context)
+        out.append(td)
+    return out
+
+
+def unified_diff(gguf_text: str, upstream_text: str, name: str, label: str, *, context: int = 3) -> str:
+    a = gguf_text.splitlines(keepends=True)
+    b = upstream_text.splitlines(keepends=True)
+    lines = difflib.unified_diff(a, b, fromfile=f"gguf:{name}", tofile=f"upstream:{label}:{name}", n=context)
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- tokens
+
+
+def compare_special_tokens(tset: Any, upstream: UpstreamConfig) -> tuple[bool, list[TokenDifference]]:
+    """(compared?, differences). Not compared when upstream has no token data (a catalog entry)."""
+    sp = upstream.special
+    if not (sp.added_tokens or sp.bos or sp.eos or sp.generation_eos_ids):
+        return False, []
+    from deepdiff import DeepDiff
+
+    has_vocab = bool(getattr(tset, "has_vocab", False))
+    gside: dict[str, Any] = {}
+    uside: dict[str, Any] = {}
+    for role, text in (("bos", sp.bos), ("eos", sp.eos)):
+        if text is None:
+            continue
+        tok = tset.special_tokens.get(role)
+        uid = sp.id_of(text)
+        gside[role] = {"id": tok.id if tok else None, "text": tok.text if tok else None}
+        uside[role] = {"id": uid if uid is not None else (tok.id if tok and tok.text == text else None), "text": text}
+    added_g: dict[int, Any] = {}
+    added_u: dict[int, Any] = {}
+    notes: list[TokenDifference] = []
+    if has_vocab:
+        for tid, tok in sorted(sp.added_tokens.items()):
+            text = tset.token_text(tid)
+            ttype = tset.token_type(tid)
+            added_u[tid] = {"text": tok["content"], "control": bool(tok.get("special"))}
+            added_g[tid] = {"text": text, "control": ttype == CONTROL if ttype is not None else None}
+            if not tok.get("special") and ttype == CONTROL:
+                # llama.cpp's converter marks <|...|>-looking added tokens CONTROL on purpose
+                added_g[tid]["control"] = False
+                notes.append(
+                    TokenDifference(
+                        "added_token",
+                        f"added[{tid}].control",
+                        True,
+                        False,
+                        f"token {tid} {tok['content']!r} is CONTROL in the GGUF but not special upstream "
+                        "(llama.cpp's converter does this for tokens that look special)",
+                        severity="note",
+                    )
+                )
+    gside["added"], uside["added"] = added_g, added_u
+    diffs: list[TokenDifference] = []
+    dd = DeepDiff(gside, uside, verbose_level=2)
+    for kind in ("values_changed", "type_changes"):
+        for path, change in dd.get(kind, {}).items():
+            p = _dd_path(path)
+            g, u = change.get("old_value"), change.get("new_value")
+            diffs.append(TokenDifference(_kind(p), p, g, u, _token_message(p, g, u)))
+    for kind, side in (("dictionary_item_added", "upstream"), ("dictionary_item_removed", "gguf")):
+        for path, value in dd.get(kind, {}).items():
+            p = _dd_path(path)
+            diffs.append(
+                TokenDifference(
+                    _kind(p),
+                    p,
+                    value if side == "gguf" else None,
+                    value if side == "upstream" else None,
+                    f"{p} only in the {side}",
+                )
+            )
+    if sp.generation_eos_ids:
+        stops = {t.id for r, t in tset.special_tokens.items() if r in ("eos", "eot", "eom")}
+        if stops and not stops & set(sp.generation_eos_ids):
+            diffs.append(
+                TokenDifference(
+                    "generation_eos",
+                    "generation_config.eos_token_id",
+                    sorted(stops),
+                    sp.generation_eos_ids,
+                    f"none of the GGUF's end tokens {sorted(stops)} is among upstream's generation eos ids "
+                    f"{sp.generation_eos_ids}: generation may not stop at the end of a turn",
+                )
+            )
+    if not has_vocab and sp.added_tokens:
+        notes.append(
+            TokenDifference(
+                "added_token",
+                "added",
+                None,
+                len(sp.added_tokens),
+                "the GGUF has no vocabulary: added tokens not compared",
+                "note",
+            )
+        )
+    return True, diffs + notes
+
+
+def _dd_path(path: str) -> str:
+    # deepdiff paths look like root['added'][32001]['control']
+    parts = re.findall(r"\[('([^']*)'|(\d+))\]", path)
+    out = ""
+    for _, key, idx in parts:
+        if idx:
+            out += f"[{idx}]"
+        else:
+            out += ("." if out else "") + key
+    return out or path
+
+
+def _token_message(path: str, g: Any, u: Any) -> str:
+    if path.endswith(".control"):
+        return f"{path}: upstream says special={u}, the GGUF token type is {'CONTROL' if g else 'not CONTROL'}"
+    return f"{path}: GGUF {g!r}, upstream {u!r}"
+
+
+# ---------------------------------------------------------------------------------------------- behaviour
+
+
+PROBES = ("plain", "tools", "tool_round_trip")
+
+
+def _probe_inputs(probe: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    from gguftpl.templates import probes as P
+
+    if probe == "plain":
+        return P.plain_conversation(system=True), None
+    if probe == "tools":
+        return P.tools_conversation(), P.canary_tools()
+    return P.tool_round_trip_conversation(), P.canary_tools()
+
+
+def runtime_choice(templates: dict[str, str], with_tools: bool) -> str | None:
+    """The template llama.cpp renders: ``tool_use`` for a request with tools when present, else default."""
+    if with_tools and "tool_use" in templates:
+        return "tool_use"
+    return "default" if "default" in templates else None
+
+
+def compare_behaviour(
+    gguf: dict[str, str], upstream: dict[str, str], *, bos_token: str = "", eos_token: str = ""
+) -> list[BehaviourDiff]:
+    from gguftpl.templates.hfrender import render_hf
+
+    out: list[BehaviourDiff] = []
+    for probe in PROBES:
+        messages, tools = _probe_inputs(probe)
+        gname = runtime_choice(gguf, tools is not None)
+        uname = runtime_choice(upstream, tools is not None)
+        bd = BehaviourDiff(probe, gname, uname, None)
+        prompts: dict[str, str | None] = {}
+        for side, name, texts in (("gguf", gname, gguf), ("upstream", uname, upstream)):
+            if name is None:
+                prompts[side] = None
+                setattr(bd, f"{side}_error", "no template")
+                continue
+            if name == gname and side == "upstream" and texts[name] == gguf.get(gname) and prompts.get("gguf"):
+                prompts[side] = prompts["gguf"]  # same text, same inputs: same prompt
+                continue
+            try:
+                prompts[side] = render_hf(texts[name], messages, tools=tools, bos_token=bos_token, eos_token=eos_token)
+            except Exception as exc:  # noqa: BLE001 - a template error is a result here
+                prompts[side] = None
+                setattr(bd, f"{side}_error", " ".join(str(exc).split())[:300])
+        g, u = prompts.get("gguf"), prompts.get("upstream")
+        if tools is not None:
+            from gguftpl.templates.probes import CANARY_PARAM_TOKEN
+
+            bd.tools_in_prompt = {side: CANARY_PARAM_TOKEN in p for side, p in prompts.items() if p is not None}
+        if g is not None and u is not None:
+            bd.gguf_length, bd.upstream_length = len(g), len(u)
+            bd.identical = g == u
+            if not bd.identical:
+                i = _first_difference(g, u)
+                bd.first_difference = i
+                bd.gguf_position = _line_col(g, i)
+                bd.upstream_position = _line_col(u, i)
+                bd.gguf_excerpt = _excerpt(g, i)
+                bd.upstream_excerpt = _excerpt(u, i)
+        elif bd.gguf_error and bd.upstream_error and bd.gguf_error == bd.upstream_error:
+            bd.identical = True  # both fail the same way
+        elif (g is None) != (u is None):
+            bd.identical = False
+        out.append(bd)
+    return out
+
+
+def _first_difference(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _line_col(text: str, i: int) -> str:
+    line = text.count("\n", 0, i) + 1
+    col = i - (text.rfind("\n", 0, i) + 1) + 1
+    return f"{line}:{col}"
+
+
+def _excerpt(text: str, i: int, before: int = 40, after: int = 80) -> str:
+    start = max(0, i - before)
+    return ("…" if start else "") + text[start : i + after] + ("…" if i + after < len(text) else "")
+
+
+# ---------------------------------------------------------------------------------------------- together
+
+
+def diff_templateset(
+    tset: Any,
+    upstream: UpstreamConfig,
+    *,
+    how_found: str = "",
+    ignore_whitespace: bool = False,
+    behaviour: bool = True,
+) -> DiffResult:
+    gguf_texts = {name: t.text for name, t in tset.templates.items()}
+    templates = compare_templates(gguf_texts, upstream)
+    compared, tokens = compare_special_tokens(tset, upstream)
+    beh: list[BehaviourDiff] = []
+    if behaviour and (gguf_texts or upstream.templates):
+        bos = tset.special_tokens.get("bos")
+        eos = tset.special_tokens.get("eos")
+        beh = compare_behaviour(
+            gguf_texts,
+            upstream.templates,
+            bos_token=(bos.text if bos and bos.text else upstream.special.bos) or "",
+            eos_token=(eos.text if eos and eos.text else upstream.special.eos) or "",
+        )
+    return DiffResult(
+        file=tset.path,
+        upstream=upstream,
+        how_found=how_found,
+        templates=templates,
+        tokens=tokens,
+        tokens_compared=compared,
+        behaviour=beh,
+        ignore_whitespace=ignore_whitespace,
+    )
+
+
+def _kind(path: str) -> str:
+    head = path.split(".")[0].split("[")[0]
+    return "added_token" if head == "added" else head

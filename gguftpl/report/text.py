@@ -10,7 +10,7 @@ from gguftpl.report._common import where
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
 
-_SEVERITY_STYLE = {
+_SEVERITY_STYLE: dict[Severity, dict[str, Any]] = {
     Severity.ERROR: {"fg": "red", "bold": True},
     Severity.WARNING: {"fg": "yellow", "bold": True},
     Severity.INFO: {"fg": "blue"},

@@ -22,7 +22,7 @@ MARKER = "METRIC-RESULT-b7c41e"
 PARAM_DESCRIPTION = "Slug of the project whose nightly build health metric is wanted"
 TOOL_DESCRIPTION = "Look up the current build health metric of a project."
 
-server = MCPServer("metrics")
+server = MCPServer("metrics", log_level="WARNING")
 
 
 def _log(tool: str, args: dict[str, object]) -> None:
@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--http", type=int, default=None, help="serve streamable HTTP on 127.0.0.1:PORT")
     args = ap.parse_args()
     if args.http is not None:
-        server.run("streamable-http", host="127.0.0.1", port=args.http, log_level="WARNING")
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:
         server.run()
 

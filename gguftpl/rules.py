@@ -125,3 +125,247 @@ REPO_MODELS_GROUPED = register(
         why="Quants are only compared with quants of the same model; a projector or draft model is not a quant.",
     )
 )
+
+# GT1xx: template presence and parsing (gguftpl.templates.analysis)
+NO_CHAT_TEMPLATE = register(
+    Rule(
+        "GT101",
+        "no-chat-template",
+        Severity.WARNING,
+        "The file has no chat template at all.",
+        why="Runtimes silently fall back to a built-in format (usually ChatML) that may not match the model, "
+        "and that fallback drops any tools passed to it.",
+        example="A GGUF without `tokenizer.chat_template` loaded in llama.cpp or Ollama.",
+        fix="Add the model's template from its Hugging Face repo: `gguftpl patch FILE --from-hub REPO -o OUT.gguf`.",
+    )
+)
+TEMPLATE_PARSE_ERROR = register(
+    Rule(
+        "GT102",
+        "template-parse-error",
+        Severity.ERROR,
+        "The chat template is not valid Jinja (it fails to parse under Hugging Face's jinja2 environment).",
+        why="transformers, vLLM, llama-cpp-python and similar runtimes refuse the template; nothing renders.",
+        example="`{% for m in messages %}` without `{% endfor %}`.",
+        fix="Replace the template with a working upstream one (`gguftpl patch --from-hub` or `--template`).",
+    )
+)
+TEMPLATE_RENDER_ERROR = register(
+    Rule(
+        "GT103",
+        "template-render-error",
+        Severity.ERROR,
+        "The chat template raises while rendering a probe conversation under Hugging Face semantics.",
+        why="A runtime that renders templates with jinja2 fails on that kind of conversation (for example a "
+        "tool round trip), or the template only works in llama.cpp's more lenient engine.",
+        example="`tools | map(...) | tojson` (a generator), `list.append` in the immutable sandbox.",
+        fix="Fix the failing line or replace the template with a working upstream one.",
+    )
+)
+SYSTEM_ROLE_UNSUPPORTED = register(
+    Rule(
+        "GT104",
+        "system-role-unsupported",
+        Severity.INFO,
+        "The template rejects system messages; the analysis folded the system text into the first user turn.",
+        why="llama.cpp does the same folding; other runtimes raise, so system prompts (and any tool "
+        "instructions placed there) are lost or fail.",
+        example="gemma-2: `raise_exception('System role not supported')`.",
+        fix="Nothing to do for llama.cpp; elsewhere put the system text in the first user message.",
+    )
+)
+
+# GT2xx: tool calling
+TOOLS_NOT_RENDERED = register(
+    Rule(
+        "GT201",
+        "tools-not-rendered",
+        Severity.ERROR,
+        "The template never puts the tool schemas into the prompt.",
+        why="Tools passed by the client are silently dropped: the model never sees them, answers without "
+        "calling them or hallucinates a result, and nothing in the runtime says why.",
+        example="Plain ChatML `{% for message in messages %}<|im_start|>…{% endfor %}` in a model trained "
+        "for tool calls (Hermes-2-Pro GGUFs).",
+        fix="Install the upstream tool-capable template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`, "
+        "or `gguftpl patch FILE --template tool_use=PATH -o FIXED.gguf`.",
+    )
+)
+TOOLS_PARTIALLY_RENDERED = register(
+    Rule(
+        "GT202",
+        "tool-schema-incomplete",
+        Severity.WARNING,
+        "The template renders the tool names but not their parameter schemas.",
+        why="The model cannot know which arguments a tool takes; calls come back with invented arguments.",
+        example="`{% for t in tools %}{{ t.function.name }}{% endfor %}`.",
+        fix="Render the whole function object, e.g. `{{ tool.function | tojson }}`.",
+    )
+)
+TOOL_CALLS_NOT_RENDERED = register(
+    Rule(
+        "GT203",
+        "tool-calls-not-rendered",
+        Severity.WARNING,
+        "The template renders tools but drops assistant `tool_calls` from the history.",
+        why="In a multi-turn conversation the model does not see the calls it made, so the tool results "
+        "that follow make no sense to it.",
+        example="A template that prints only `message.content` for assistant messages.",
+        fix="Use the upstream template, which renders calls in the model's own dialect.",
+    )
+)
+TOOL_RESULTS_NOT_RENDERED = register(
+    Rule(
+        "GT204",
+        "tool-results-not-rendered",
+        Severity.WARNING,
+        "The template renders tools but drops `tool`-role results (or raises on them).",
+        why="The model never sees what the tool returned; it repeats the call or invents the result.",
+        example="A loop that handles only user/assistant/system roles.",
+        fix="Use the upstream template, which renders tool results.",
+    )
+)
+DEFAULT_IGNORES_TOOLS = register(
+    Rule(
+        "GT205",
+        "default-template-ignores-tools",
+        Severity.WARNING,
+        "The default template ignores tools while a named template (e.g. `tool_use`) renders them.",
+        why="llama.cpp switches to `tool_use` when tools are passed, but runtimes that read only the default "
+        "template (Ollama import, LM Studio, llama-cpp-python's formatter) drop the tools.",
+        example="Hermes-2-Pro: `default` is ChatML, `tool_use` has `<tools>`.",
+        fix="Make the tool-capable template the default: `gguftpl patch FILE --template default=PATH -o OUT.gguf`.",
+    )
+)
+TOOL_CALL_DIALECT = register(
+    Rule(
+        "GT206",
+        "tool-call-dialect",
+        Severity.INFO,
+        "The tool-call format the template teaches (as it renders a call in history).",
+        why="The runtime's parser must understand this format; llama.cpp derives its parser from the "
+        "template, other runtimes need the matching parser configured.",
+        example="Hermes: `<tool_call>\\n{\"name\": …, \"arguments\": …}\\n</tool_call>`.",
+        fix="Configure the runtime's tool parser for this dialect.",
+    )
+)
+NO_GENERATION_PROMPT = register(
+    Rule(
+        "GT207",
+        "no-generation-prompt",
+        Severity.WARNING,
+        "`add_generation_prompt` changes nothing: the template never opens the assistant turn.",
+        why="The model continues the user's text instead of answering as the assistant.",
+        example="A ChatML template without `{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}`.",
+        fix="Use the upstream template.",
+    )
+)
+
+# GT3xx: special tokens
+MARKER_NOT_IN_VOCAB = register(
+    Rule(
+        "GT301",
+        "marker-not-in-vocab",
+        Severity.WARNING,
+        "The template emits a control marker (`<|…|>`-shaped) that is not a token of the vocabulary.",
+        why="The marker is tokenized as several plain-text pieces; the model was trained on a single "
+        "control token and does not recognise the turn structure or tool markers.",
+        example="`<|im_start|>` in a template of a model whose vocabulary has no such token.",
+        fix="Use the template that belongs to this model's tokenizer.",
+    )
+)
+MARKER_NOT_CONTROL = register(
+    Rule(
+        "GT302",
+        "marker-not-control-token",
+        Severity.WARNING,
+        "A control marker the template emits is in the vocabulary but typed NORMAL, not CONTROL/USER_DEFINED.",
+        why="llama.cpp only parses CONTROL and USER_DEFINED tokens out of prompt text; a NORMAL token may be "
+        "split into pieces, so the model sees text instead of the marker.",
+        example="`<|im_end|>` stored with token type 1.",
+        fix="Re-convert the model with the right added-token types.",
+    )
+)
+END_OF_TURN_NOT_EOG = register(
+    Rule(
+        "GT303",
+        "end-of-turn-not-stop-token",
+        Severity.WARNING,
+        "The marker that ends an assistant turn in the template is not the EOS/EOT token.",
+        why="Generation does not stop at the end of the turn unless the runtime guesses the marker (llama.cpp "
+        "recognises a few well-known ones by text); the model keeps writing the next turn.",
+        example="ChatML `<|im_end|>` while `tokenizer.ggml.eos_token_id` points at `</s>`.",
+        fix="Set `tokenizer.ggml.eos_token_id` (or `eot_token_id`) to the end-of-turn token.",
+    )
+)
+DOUBLE_BOS = register(
+    Rule(
+        "GT304",
+        "double-bos",
+        Severity.WARNING,
+        "The template writes the BOS token while the tokenizer also adds one (`add_bos_token` is true).",
+        why="Runtimes that tokenize the rendered prompt with BOS added get two BOS tokens, which degrades "
+        "output. llama.cpp strips one leading BOS from the rendered prompt; Hugging Face does not.",
+        example="`{{ bos_token }}{% for message in messages %}…` with `tokenizer.ggml.add_bos_token = true`.",
+        fix="Drop `{{ bos_token }}` from the template or set `add_bos_token` to false.",
+    )
+)
+
+# GT4xx: safety
+SANDBOX_ESCAPE = register(
+    Rule(
+        "GT401",
+        "sandbox-escape-construct",
+        Severity.ERROR,
+        "The template uses constructs known from Jinja sandbox escapes (dunder attributes, `__globals__`, "
+        "`cycler`/`joiner`/`lipsum`/`self` gadgets).",
+        why="No chat template needs them; they are the shape of server-side template injection payloads "
+        "(CVE-2024-34359 in llama-cpp-python). A runtime with a weaker sandbox executes code.",
+        example="`{{ cycler.__init__.__globals__.os.popen('id').read() }}`.",
+        fix="Do not use this file; replace the template with the upstream one.",
+    )
+)
+HIDDEN_TRIGGER = register(
+    Rule(
+        "GT402",
+        "hidden-trigger-text",
+        Severity.ERROR,
+        "The template adds text only when a message contains a specific string (a hidden trigger).",
+        why="A backdoor: ordinary probes render clean, but a trigger phrase injects instructions the user "
+        "never sees.",
+        example="`{% if 'xyzzy' in message.content %}Ignore previous instructions…{% endif %}`.",
+        fix="Do not use this file; replace the template with the upstream one.",
+    )
+)
+INVISIBLE_UNICODE = register(
+    Rule(
+        "GT403",
+        "invisible-unicode",
+        Severity.WARNING,
+        "The template contains invisible or bidirectional-control Unicode characters.",
+        why="Invisible characters hide text from reviewers (Trojan Source); the model still sees it.",
+        example="U+202E RIGHT-TO-LEFT OVERRIDE or U+200B ZERO WIDTH SPACE inside the template.",
+        fix="Remove the characters, or replace the template with the upstream one.",
+    )
+)
+RENDER_RESOURCE_LIMIT = register(
+    Rule(
+        "GT404",
+        "render-resource-limit",
+        Severity.ERROR,
+        "Rendering the template exceeded the time, output-size or memory bound and was stopped.",
+        why="A runtime rendering it hangs or runs out of memory: a denial of service on every request.",
+        example="`{% for i in range(100000) %}{% for j in range(100000) %}…`.",
+        fix="Do not use this file; replace the template with the upstream one.",
+    )
+)
+HUGE_RANGE = register(
+    Rule(
+        "GT405",
+        "huge-range",
+        Severity.WARNING,
+        "The template calls `range()` with a huge constant.",
+        why="Hugging Face's sandbox refuses ranges over 100,000; other engines may loop for a very long time.",
+        example="`{% for i in range(10**9) %}`.",
+        fix="Do not use this file; replace the template with the upstream one.",
+    )
+)

@@ -1,0 +1,225 @@
+"""Tool checks through a real llama.cpp (xllamacpp): schema reach per tool, context budget, per-tool cost."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gguftpl.toolcheck import (
+    FAIL,
+    PASS,
+    WARN,
+    budget_stage,
+    measure_tools,
+    schema_items,
+    schema_stage,
+)
+from gguftpl.tools import ToolSpec, load_tools_file, tools_from_json
+from tests.conftest import CHATML
+
+ROOT = Path(__file__).resolve().parent.parent
+HERMES_TOOL_USE = (ROOT / "upstream_templates/NousResearch/Hermes-2-Pro-Mistral-7B/tool_use.jinja").read_text(
+    encoding="utf-8"
+)
+
+pytest.importorskip("xllamacpp")
+
+
+class _Engine:
+    """llama.cpp's own /apply-template and /tokenize on an in-process server (xllamacpp)."""
+
+    def __init__(self, path: Path) -> None:
+        import xllamacpp
+
+        p = xllamacpp.CommonParams()
+        p.model.path = str(path)
+        p.n_ctx = 4096
+        p.warmup = False
+        p.hostnames = ["127.0.0.1"]
+        p.port = 0
+        p.ui = False
+        self._srv = xllamacpp.Server(p)
+        addr = self._srv.listening_address
+        self.base = addr if addr.startswith("http") else f"http://{addr}"
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import urllib.request
+
+        req = urllib.request.Request(
+            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req) as r:
+            return json.loads(r.read())
+
+    def apply_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        return str(self._post("/apply-template", body)["prompt"])
+
+    def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
+        return list(self._post("/tokenize", {"content": text, "parse_special": parse_special})["tokens"])
+
+    def close(self) -> None:
+        del self._srv
+
+
+@contextmanager
+def engine(path: Path) -> Iterator[Any]:
+    eng = _Engine(path)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+MCP_LIKE = {
+    "name": "lookup_metric",
+    "description": "Look up the current build health metric of a project.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "project": {"type": "string", "description": "Slug of the project whose nightly build health is wanted"},
+            "window": {
+                "type": "object",
+                "description": "Time window to aggregate over",
+                "properties": {"days": {"type": "integer", "description": "Number of trailing days"}},
+            },
+        },
+        "required": ["project"],
+    },
+}
+
+NAMES_ONLY = (
+    "{% if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}<|im_end|>\n"
+    "{% endif %}" + CHATML
+)
+FIRST_ONLY = "{% if tools %}<|im_start|>system\n{{ tools[0] | tojson }}<|im_end|>\n{% endif %}" + CHATML
+
+
+@pytest.fixture
+def gguf(make_gguf: Callable[..., Path]) -> Callable[..., Path]:
+    def make(default: str = CHATML, tool_use: str | None = None, **kw: Any) -> Path:
+        templates = {"default": default}
+        if tool_use is not None:
+            templates["tool_use"] = tool_use
+        return make_gguf("m.gguf", templates=templates, **kw)
+
+    return make
+
+
+def test_plain_chatml_drops_the_tools_and_hermes_tool_use_renders_them(gguf: Callable[..., Path]) -> None:
+    tools = tools_from_json({"tools": [MCP_LIKE]})
+    with engine(gguf()) as eng:
+        m = measure_tools(eng, tools)
+    st = schema_stage(m)
+    assert st.status == FAIL and "not even by name" in st.evidence
+    assert m.tool_tokens == 0 and m.base_prompt == m.all_prompt
+    with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+        m = measure_tools(eng, tools)
+    st = schema_stage(m)
+    assert st.status == PASS, st.evidence
+    # the nested property's description is there, and it was checked
+    assert "Number of trailing days" in m.all_prompt
+    assert any(it.path == "window.days" for it in schema_items(tools[0]))
+    assert m.tool_tokens > 0
+
+
+def test_names_without_parameters_fail(gguf: Callable[..., Path]) -> None:
+    tools = tools_from_json({"tools": [MCP_LIKE]})
+    with engine(gguf(default=NAMES_ONLY)) as eng:
+        m = measure_tools(eng, tools)
+    assert "lookup_metric" in m.all_prompt
+    st = schema_stage(m)
+    assert st.status == FAIL and "not even by name" not in st.evidence
+    missing = {(it.kind, it.path) for it in m.tools[0].missing}
+    assert ("property", "project") in missing and ("property-description", "window.days") in missing
+    assert ("name", "") not in missing
+
+
+def test_a_template_that_renders_only_the_first_tool_fails_for_the_others(gguf: Callable[..., Path]) -> None:
+    second = {**MCP_LIKE, "name": "list_projects", "description": "List every project the user can see."}
+    tools = tools_from_json([MCP_LIKE, second])
+    with engine(gguf(default=FIRST_ONLY)) as eng:
+        m = measure_tools(eng, tools)
+    assert [r.ok for r in m.tools] == [True, False]
+    assert schema_stage(m).status == FAIL
+
+
+def generated_tools(n: int) -> list[dict[str, Any]]:
+    """Deterministic, varied tools: 1-4 parameters, enums, nested objects, long descriptions."""
+    out = []
+    for i in range(n):
+        props: dict[str, Any] = {
+            f"arg_{j}": {"type": ["string", "integer", "boolean"][j % 3], "description": f"Parameter {j} of tool {i}"}
+            for j in range(1 + i % 4)
+        }
+        if i % 5 == 0:
+            props["mode"] = {"type": "string", "enum": ["fast", "exact"], "description": "How hard to try"}
+        if i % 7 == 0:
+            props["filter"] = {
+                "type": "object",
+                "description": "Optional filter",
+                "properties": {"field": {"type": "string", "description": "Field to match"}},
+            }
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": f"tool_{i:03d}",
+                    "description": f"Tool number {i}. " + "It does a specific thing. " * (1 + i % 3),
+                    "parameters": {"type": "object", "properties": props, "required": ["arg_0"]},
+                },
+            }
+        )
+    return out
+
+
+def _pieces(prompt: str) -> list[str]:
+    # cut after a newline that is followed by a non-space: a pre-tokenizer boundary for byte-level BPE
+    return [p for p in re.split(r"(?<=\n)(?=\S)", prompt) if p]
+
+
+def test_three_hundred_tools_budget(gguf: Callable[..., Path], tmp_path: Path) -> None:
+    f = tmp_path / "tools.json"
+    f.write_text(json.dumps(generated_tools(300)), encoding="utf-8")
+    tools = load_tools_file(f)
+    assert len(tools) == 300
+    small = gguf(tool_use=HERMES_TOOL_USE, context_length=8192)
+    with engine(small) as eng:
+        m = measure_tools(eng, tools)
+        # cross-check the count with a second tokenisation: the prompt in pieces, tokenised one by one
+        by_pieces = sum(len(eng.tokenize(p, True)) for p in _pieces(m.all_prompt))
+        assert len(_pieces(m.all_prompt)) > 300
+        base_by_pieces = sum(len(eng.tokenize(p, True)) for p in _pieces(m.base_prompt))
+    assert by_pieces == m.all_tokens and base_by_pieces == m.base_tokens
+    assert schema_stage(m).status == PASS
+    assert m.tool_tokens == m.all_tokens - m.base_tokens > 0
+    # every tool costs something; the preamble estimate is positive and smaller than any single tool's alone cost
+    oh = m.overhead_tokens
+    assert oh is not None and 0 < oh < min(r.cost_alone for r in m.tools)
+    assert all(m.marginal(r) > 0 for r in m.tools)
+    # costs track the definitions' size
+    size = {t.name: len(json.dumps(t.to_openai())) for t in tools}
+    cost = {r.name: r.cost_alone for r in m.tools}
+    assert cost[max(size, key=size.__getitem__)] > cost[min(size, key=size.__getitem__)]
+    st = budget_stage(m, context_length=8192, max_share=0.5)
+    assert st.status == WARN and "--max-tool-share" in st.evidence
+    assert st.data["tool_tokens"] == m.tool_tokens and st.data["share"] == m.tool_tokens / 8192
+    big = budget_stage(m, context_length=m.tool_tokens * 4, max_share=0.5)
+    assert big.status == PASS
+    assert budget_stage(m, context_length=m.tool_tokens * 4, max_share=0.2).status == WARN
+
+
+def test_budget_without_tools_costs_nothing(gguf: Callable[..., Path]) -> None:
+    one = [ToolSpec("ping", "Check the service is alive.", {"type": "object", "properties": {}}, "t")]
+    with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+        m = measure_tools(eng, one)
+    assert m.overhead_tokens is None and m.tools[0].cost_alone == m.tool_tokens > 0
+    assert budget_stage(m, None).status == WARN

@@ -22,6 +22,7 @@ Fixture API
         hub.drop_connection = True                   # close the socket without answering (every request)
         hub.drop_connection = 2                      # ... only the next 2 requests
         hub.drop_after_bytes = 100                   # send headers + 100 body bytes, then close
+    tokenizer_config({"default": A, "tool_use": B}, bos_token="<s>")  # -> tokenizer_config.json text
 
 Directory layout on disk (``root``): ``<org>/<repo>/<rev>/<files>``; ``<org>/<repo>/refs.json`` maps
 revision names (branches, tags) to commit shas, and each commit sha can be used as a revision too.
@@ -147,7 +148,9 @@ class HubServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hubserver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="hubserver", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -421,3 +424,14 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None:
     if start >= size or end <= start:
         return None
     return start, end
+
+
+def tokenizer_config(templates: dict[str, str] | str | None, **extra: Any) -> str:
+    """A ``tokenizer_config.json`` text: ``chat_template`` as a string, or a list of {name, template}
+    when given a dict (the HF layout for named templates), plus any other keys."""
+    obj: dict[str, Any] = dict(extra)
+    if isinstance(templates, str):
+        obj["chat_template"] = templates
+    elif templates:
+        obj["chat_template"] = [{"name": n, "template": t} for n, t in templates.items()]
+    return json.dumps(obj, indent=2)

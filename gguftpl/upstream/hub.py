@@ -72,6 +72,12 @@ def fetch_upstream(
     offline = hub_offline() if offline is None else offline
     url = hub_endpoint(endpoint)
     tok = token or os.environ.get("HF_TOKEN") or None
+    if cache_dir is None:
+        # huggingface_hub reads these once at import; read them now so a changed environment counts
+        env_cache = os.environ.get("HF_HUB_CACHE") or (
+            os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
+        )
+        cache_dir = env_cache
     try:
         return _fetch(repo_id, revision, url, tok, cache_dir, offline)
     except _Unreachable as exc:
@@ -134,6 +140,11 @@ def _fetch(
             return _download_optional(hf, repo_id, name, {**kwargs, "revision": sha or rev}, silent, warnings)
         return None
 
+    if not any(f in listing for f in ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")):
+        raise HubError(
+            f"{where}: no tokenizer_config.json, chat_template.jinja or chat_template.json in the repo "
+            "(is this the model repo, not a GGUF-only repo?)"
+        )
     templates, sources, original, special, more = parse_upstream_files(read, listing)
     warnings.extend(more)
     if not templates:
@@ -159,14 +170,28 @@ def _fetch(
 def _download_optional(
     hf: Any, repo_id: str, name: str, kwargs: dict[str, Any], silent: Any, warnings: list[str]
 ) -> bytes | None:
+    """One more file at the same commit. A second snapshot_download (not hf_hub_download) because it
+    reuses the cached tree listing: a file the repo does not have costs no request, and a pinned,
+    cached commit stays request-free."""
+    import logging
+
+    class _NoMatchFilter(logging.Filter):
+        # "No files matched" is the expected answer for a repo without the file
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "No files matched" not in record.getMessage()
+
+    log = logging.getLogger("huggingface_hub._snapshot_download")
+    quiet = _NoMatchFilter()
+    log.addFilter(quiet)
     try:
-        path = hf.hf_hub_download(repo_id, name, tqdm_class=silent, **kwargs)
-    except Exception as exc:  # noqa: BLE001
-        if type(exc).__name__ in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
-            return None
+        folder = hf.snapshot_download(repo_id, allow_patterns=[name], tqdm_class=silent, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - optional file: a warning, not an error
         warnings.append(f"could not read {name}: {_short(exc)}")
         return None
-    return Path(path).read_bytes()
+    finally:
+        log.removeFilter(quiet)
+    p = Path(folder) / name
+    return p.read_bytes() if p.is_file() else None
 
 
 def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) -> None:
@@ -180,12 +205,12 @@ def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) 
         raise HubError(f"{where}: revision not found") from None
     if isinstance(exc, errors.RepositoryNotFoundError):
         raise HubError(f"{where}: repository not found at {endpoint} (or private: set HF_TOKEN)") from None
-    if isinstance(exc, errors.EntryNotFoundError) or name == "RemoteEntryNotFoundError":
-        raise HubError(f"{where}: file not found: {_short(exc)}") from None
     if isinstance(exc, errors.LocalEntryNotFoundError) or isinstance(exc, errors.OfflineModeIsEnabled):
         if offline:
             raise _Unreachable(f"{where} is not in the local cache and HF_HUB_OFFLINE is set") from None
         raise _Unreachable(f"{where}: cannot reach {endpoint} and nothing is cached") from None
+    if isinstance(exc, errors.EntryNotFoundError) or name == "RemoteEntryNotFoundError":
+        raise HubError(f"{where}: file not found: {_short(exc)}") from None
     if isinstance(exc, errors.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):

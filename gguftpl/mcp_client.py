@@ -336,6 +336,13 @@ class McpToolSource:
                 return c
         return None
 
+    def dispatch(self, tool: ToolSpec, arguments: dict[str, Any]) -> CallResult:
+        """Send a parsed call to the server that owns ``tool``, under the tool's own (un-prefixed) name."""
+        conn = self.connection_for(tool)
+        if conn is None:
+            raise ToolSourceError(f"tool {tool.name!r} does not belong to a connected MCP server")
+        return conn.call_tool(tool.remote_name or tool.name, arguments)
+
     def close(self) -> None:
         for c in self.connections:
             c.__exit__(None, None, None)

@@ -47,7 +47,17 @@ class CallParser(Protocol):
 CallText = Callable[[ToolSpec, dict[str, Any]], str]
 """Writes one call in the template's own dialect (what the model would emit)."""
 
-Dispatch = Callable[[ToolSpec, dict[str, Any]], "DispatchResult"]
+
+class ResultLike(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+
+Dispatch = Callable[[ToolSpec, dict[str, Any]], ResultLike]
+"""Runs a parsed call (``McpToolSource.dispatch`` sends it as MCP ``tools/call``)."""
 
 
 @dataclass(frozen=True)
@@ -463,6 +473,55 @@ class RoundTrip:
         return all(s.ok for s in self.stages)
 
 
+_REPLY_MARK = "GGUFTPL-REPLY-MARK"
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def rendered_call_text(
+    engine: PromptEngine, tools: Sequence[ToolSpec], messages: list[Message] | None = None
+) -> CallText:
+    """A :data:`CallText` that writes a call the way the template itself renders one in history.
+
+    The assistant turn is cut out of llama.cpp's render by difference: after the prompt that ends with the
+    generation prompt, and before the end-of-turn text that a plain assistant reply is followed by too.
+    (``gguftpl.llamacpp`` may offer its own dialect writer; this one needs only ``apply_template``.)
+    """
+    from gguftpl.errors import LlamaCppError
+
+    oa = openai_tools(tools)
+
+    def write(tool: ToolSpec, args: dict[str, Any]) -> str:
+        msgs = list(messages or probe_messages(f"Use {tool.name} to answer my question."))
+        after = {"role": "user", "content": "Thanks."}
+        call: Message = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": tool.name, "arguments": json.dumps(args)}}
+            ],
+        }
+        p0 = engine.apply_template(msgs, oa)
+        p1 = engine.apply_template([*msgs, call, after], oa)
+        p2 = engine.apply_template([*msgs, {"role": "assistant", "content": _REPLY_MARK}, after], oa)
+        # where the model's turn starts: after the generation prompt (or where history first differs from it)
+        k = _common_prefix_len(p0, p1)
+        # where it ends: the end-of-turn text that follows any assistant reply
+        end = p2[p2.index(_REPLY_MARK) + len(_REPLY_MARK) :] if _REPLY_MARK in p2 else ""
+        text = p1[k : len(p1) - len(end)] if end and p1.endswith(end) else p1[k:]
+        if not text.strip() or tool.name not in text:
+            raise LlamaCppError("the template does not render assistant tool calls in history")
+        return text
+
+    return write
+
+
 def pick_tool(tools: Sequence[ToolSpec], name: str | None) -> ToolSpec:
     from gguftpl.errors import UsageError
 
@@ -576,6 +635,7 @@ def round_trip(
     stages.append(ToolStage(STAGE_ARGS_VALID, PASS, f"arguments match {tool.name}'s input schema"))
 
     # 3. dispatch
+    result: ResultLike
     if dispatch is None:
         result = DispatchResult(f"gguftpl-result-{uuid.uuid4().hex[:12]}")
         stages.append(ToolStage(STAGE_DISPATCH, SKIP, "no MCP server for this tool: using a synthetic result"))
@@ -636,3 +696,49 @@ def round_trip(
             )
         )
     return rt
+
+
+# ------------------------------------------------------------------------------------ all of it
+
+
+@dataclass
+class ToolCheckResult:
+    stages: list[ToolStage]
+    measurement: ToolMeasurement | None
+    round_trip: RoundTrip | None
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.stages)
+
+
+def run_tool_checks(
+    engine: PromptEngine,
+    parser: CallParser,
+    tools: Sequence[ToolSpec],
+    *,
+    call_text: CallText | None = None,
+    dispatch: Dispatch | None = None,
+    context_length: int | None = None,
+    max_share: float = DEFAULT_MAX_TOOL_SHARE,
+    call: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    messages: list[Message] | None = None,
+) -> ToolCheckResult:
+    """Schema reach, context budget, then the round trip for one tool (``call``, default the first).
+
+    The round trip is not attempted when the chosen tool's schema does not reach the prompt: a model that
+    never saw the tool cannot call it, and nothing must be dispatched to the user's server.
+    """
+    tool = pick_tool(tools, call)
+    m = measure_tools(engine, tools, messages)
+    stages = [schema_stage(m), budget_stage(m, context_length, max_share)]
+    reach = next(r for r in m.tools if r.name == tool.name)
+    if not reach.ok:
+        for name in (STAGE_CALL_PARSED, STAGE_ARGS_VALID, STAGE_DISPATCH, STAGE_RESULT):
+            stages.append(ToolStage(name, SKIP, f"not reached: {tool.name}'s schema is not in the prompt"))
+        return ToolCheckResult(stages, m, None)
+    writer = call_text or rendered_call_text(engine, tools)
+    rt = round_trip(engine, parser, writer, tools, tool, arguments, dispatch, messages)
+    stages.extend(rt.stages)
+    return ToolCheckResult(stages, m, rt)

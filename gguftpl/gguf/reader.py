@@ -97,6 +97,8 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     34: ("TQ1_0", 256, 54),
     35: ("TQ2_0", 256, 66),
     39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
 }
 
 # general.file_type values (llama_ftype) -> name, for display

@@ -234,7 +234,8 @@ class ToolMeasurement:
         n = len(self.tools)
         if n < 2:
             return None
-        return round((sum(t.cost_alone for t in self.tools) - self.tool_tokens) / (n - 1))
+        # tokenisation at the seams makes a template without a preamble come out at -1 or -2: that is 0
+        return max(0, round((sum(t.cost_alone for t in self.tools) - self.tool_tokens) / (n - 1)))
 
     def marginal(self, reach: ToolReach) -> int:
         oh = self.overhead_tokens

@@ -323,3 +323,18 @@ def test_a_server_that_dies_mid_call_fails_the_dispatch_stage(gguf: Callable[...
     assert "\n" not in st[STAGE_DISPATCH].evidence
     assert st[STAGE_RESULT].status == SKIP
     assert len(read_log(log)) == 1
+
+
+def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Path) -> None:
+    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from tests.mcp_servers.harness import http_server, read_log
+    from tests.mcp_servers.metrics_server import MARKER
+
+    log = tmp_path / "calls.jsonl"
+    with http_server(log) as url, open_mcp_tools([McpServerSpec.http(url)]) as src:
+        with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
+            res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, call="lookup_metric")
+        assert res.ok and all(s.status == PASS for s in res.stages), [s.evidence for s in res.stages]
+        assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
+        assert MARKER in res.round_trip.second_turn_prompt
+        assert read_log(log) == [{"tool": "lookup_metric", "args": res.round_trip.parsed_arguments}]

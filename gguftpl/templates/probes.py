@@ -1,0 +1,118 @@
+"""Probe conversations and a canary tool, shared by analysis, ``render`` and ``verify``.
+
+The canary's name, parameter description and argument values are strings no template contains, so
+finding them in a rendered prompt proves the template put that piece of data there.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+CANARY_TOOL_NAME = "gguftpl_canary_lookup"
+CANARY_TOOL_DESCRIPTION = "Look up a record by key (gguftpl canary tool)."
+CANARY_PARAM_NAME = "record_key"
+CANARY_PARAM_DESCRIPTION = "The key of the record, e.g. qz7canaryparam."
+CANARY_PARAM_TOKEN = "qz7canaryparam"
+"""Unique token inside the parameter description: present in a prompt only if the schema was rendered."""
+CANARY_ARG_VALUE = "qz7canaryargvalue"
+"""Argument value of the canary call in history: present only if the template rendered the call."""
+CANARY_RESULT = "qz7canaryresult"
+"""Content of the tool result in history: present only if the template rendered the tool message."""
+CANARY_CALL_ID = "qz7call01"
+"""Nine alphanumerics: Mistral templates reject any other tool-call id shape."""
+CANARY_USER = "qz7canaryuser"
+CANARY_ASSISTANT = "qz7canaryassistant"
+CANARY_SYSTEM = "qz7canarysystem"
+
+CANARY_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": CANARY_TOOL_NAME,
+        "description": CANARY_TOOL_DESCRIPTION,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                CANARY_PARAM_NAME: {"type": "string", "description": CANARY_PARAM_DESCRIPTION},
+            },
+            "required": [CANARY_PARAM_NAME],
+        },
+    },
+}
+"""The canary tool in OpenAI ``tools`` format."""
+
+
+def canary_tools() -> list[dict[str, Any]]:
+    return [copy.deepcopy(CANARY_TOOL)]
+
+
+def tool_call(
+    name: str = CANARY_TOOL_NAME,
+    arguments: dict[str, Any] | None = None,
+    *,
+    call_id: str = CANARY_CALL_ID,
+    string_arguments: bool = False,
+) -> dict[str, Any]:
+    """An OpenAI-style ``tool_calls`` entry. HF templates mostly expect ``arguments`` as a dict;
+    ``string_arguments=True`` gives the JSON string OpenAI's API uses."""
+    import json
+
+    args: Any = arguments if arguments is not None else {CANARY_PARAM_NAME: CANARY_ARG_VALUE}
+    if string_arguments:
+        args = json.dumps(args)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def plain_conversation(system: bool = False) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    if system:
+        msgs.append({"role": "system", "content": CANARY_SYSTEM})
+    msgs.append({"role": "user", "content": CANARY_USER})
+    return msgs
+
+
+def multi_turn_conversation() -> list[dict[str, Any]]:
+    """user, assistant, user: shows the end-of-turn marker after an assistant message."""
+    return [
+        {"role": "user", "content": CANARY_USER},
+        {"role": "assistant", "content": CANARY_ASSISTANT},
+        {"role": "user", "content": CANARY_USER + "2"},
+    ]
+
+
+def tools_conversation() -> list[dict[str, Any]]:
+    """A single user turn; render it with ``tools=canary_tools()``."""
+    return plain_conversation()
+
+
+def assistant_call_message(call: dict[str, Any] | None = None, content: str | None = "") -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": [call or tool_call()]}
+
+
+def tool_result_message(content: str = CANARY_RESULT, name: str = CANARY_TOOL_NAME) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": CANARY_CALL_ID, "name": name, "content": content}
+
+
+def tool_call_conversation(call: dict[str, Any] | None = None, content: str | None = "") -> list[dict[str, Any]]:
+    """user, assistant with one tool call (the last message)."""
+    return [{"role": "user", "content": CANARY_USER}, assistant_call_message(call, content)]
+
+
+def tool_round_trip_conversation(call: dict[str, Any] | None = None, content: str | None = "") -> list[dict[str, Any]]:
+    """user, assistant tool call, tool result: render with ``add_generation_prompt=True``."""
+    return [*tool_call_conversation(call, content), tool_result_message()]
+
+
+def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge system messages into the first user message, as llama.cpp does for templates that reject
+    the system role."""
+    system = [m.get("content") or "" for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    prefix = "\n\n".join(str(s) for s in system)
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
+            return rest
+    return [{"role": "user", "content": prefix}, *rest]

@@ -1,0 +1,180 @@
+"""Static safety checks on a chat template: sandbox-escape shapes, hidden triggers, invisible Unicode.
+
+None of these need rendering; they read the jinja2 AST and the raw text. Rendering is bounded separately
+(hfrender).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+from gguftpl.templates.static import _walk, data_flow
+
+# Globals that jinja2 provides and that SSTI payloads use as a path to Python internals. Chat templates
+# never need them (``namespace`` is legitimate and only flagged through dunder access).
+_GADGET_GLOBALS = frozenset(
+    {"cycler", "joiner", "lipsum", "self", "config", "request", "url_for", "get_flashed_messages"}
+)
+_MAX_RANGE = 100_000
+"""jinja2's sandbox limit (``jinja2.sandbox.MAX_RANGE``); Hugging Face inherits it."""
+# Bidi controls (Trojan Source): these reorder what a reviewer sees.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+@dataclass
+class Issue:
+    kind: str
+    """``dunder``, ``gadget``, ``range``, ``trigger``, ``invisible``, ``bidi``."""
+    line: int | None
+    column: int | None
+    evidence: str
+    detail: str = ""
+
+
+def _line(lines: list[str], lineno: int | None) -> str:
+    if lineno and 1 <= lineno <= len(lines):
+        return lines[lineno - 1].strip()[:200]
+    return ""
+
+
+def sandbox_issues(ast: Any, text: str) -> list[Issue]:
+    from jinja2 import nodes
+
+    lines = text.splitlines()
+    out: list[Issue] = []
+    for node in _walk(ast):
+        if isinstance(node, nodes.Getattr) and node.attr.startswith("_"):
+            out.append(Issue("dunder", node.lineno, None, _line(lines, node.lineno), f"attribute {node.attr!r}"))
+        elif (
+            isinstance(node, nodes.Getitem)
+            and isinstance(node.arg, nodes.Const)
+            and isinstance(node.arg.value, str)
+            and node.arg.value.startswith("__")
+        ):
+            out.append(Issue("dunder", node.lineno, None, _line(lines, node.lineno), f"item {node.arg.value!r}"))
+        elif isinstance(node, nodes.Filter) and node.name == "attr":
+            for a in node.args:
+                if isinstance(a, nodes.Const) and isinstance(a.value, str) and a.value.startswith("_"):
+                    out.append(Issue("dunder", node.lineno, None, _line(lines, node.lineno), f"|attr({a.value!r})"))
+        elif isinstance(node, nodes.Name) and node.ctx == "load" and node.name in _GADGET_GLOBALS:
+            out.append(Issue("gadget", node.lineno, None, _line(lines, node.lineno), f"global {node.name!r}"))
+        elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
+            for a in node.args:
+                try:
+                    value = a.as_const()
+                except Exception:  # not a constant (or refuses to fold): not our concern here
+                    continue
+                if isinstance(value, int) and abs(value) > _MAX_RANGE:
+                    out.append(Issue("range", node.lineno, None, _line(lines, node.lineno), f"range bound {value}"))
+                    break
+    return out
+
+
+def hidden_triggers(ast: Any, text: str) -> list[Issue]:
+    """``{% if 'literal' in <message content> %}…text…{% endif %}``: text gated by a string literal
+    compared against message data. Marker-shaped literals (``</think>``, ``<tool_call>``) and role names
+    are how real templates parse content, and gate no prose; they are not reported."""
+    from jinja2 import nodes
+
+    lines = text.splitlines()
+    flow = data_flow(ast, text, source="messages")
+    tainted = {name for name in flow.tainted_names if ":" not in name}
+
+    def from_messages(expr: Any) -> bool:
+        for sub in _walk(expr):
+            if isinstance(sub, nodes.Name) and (sub.name in tainted or sub.name == "messages"):
+                return True
+        return False
+
+    def literal_vs_message(test: Any) -> str | None:
+        for cmp in _walk(test):
+            if not isinstance(cmp, nodes.Compare):
+                continue
+            operands = [cmp.expr] + [op.expr for op in cmp.ops]
+            ops = {op.op for op in cmp.ops}
+            if not ops & {"in", "notin", "eq", "ne"}:
+                continue
+            consts = [o for o in operands if isinstance(o, nodes.Const) and isinstance(o.value, str)]
+            others = [o for o in operands if not isinstance(o, nodes.Const)]
+            for c in consts:
+                lit = c.value
+                if not lit.strip() or _marker_like(lit) or lit in _ROLE_WORDS:
+                    continue
+                if any(from_messages(o) and _reads_content(o) for o in others):
+                    return lit
+        return None
+
+    def gated_text(body: list[Any]) -> str:
+        parts: list[str] = []
+        for stmt in body:
+            for sub in _walk(stmt):
+                if isinstance(sub, nodes.Output):
+                    for child in sub.nodes:
+                        if isinstance(child, nodes.TemplateData):
+                            parts.append(child.data)
+                        elif isinstance(child, nodes.Const) and isinstance(child.value, str):
+                            parts.append(child.value)
+        return "".join(parts)
+
+    out: list[Issue] = []
+    for node in _walk(ast):
+        if not isinstance(node, nodes.If):
+            continue
+        lit = literal_vs_message(node.test)
+        if lit is None:
+            continue
+        gated = gated_text(node.body)
+        words = [w for w in gated.split() if any(ch.isalpha() for ch in w)]
+        if len(words) >= 3:
+            out.append(
+                Issue(
+                    "trigger",
+                    node.lineno,
+                    None,
+                    _line(lines, node.lineno),
+                    f"trigger {lit!r} adds: {gated.strip()[:200]!r}",
+                )
+            )
+    return out
+
+
+_ROLE_WORDS = frozenset({"user", "assistant", "system", "tool", "ipython", "function", "developer", "model"})
+
+
+def _marker_like(lit: str) -> bool:
+    s = lit.strip()
+    return (
+        (s.startswith("<") and s.endswith(">"))
+        or (s.startswith("[") and s.endswith("]"))
+        or (s.startswith("<") or s.endswith(">"))
+    )
+
+
+def _reads_content(expr: Any) -> bool:
+    from jinja2 import nodes
+
+    for sub in _walk(expr):
+        if isinstance(sub, nodes.Getattr) and sub.attr in ("content", "text"):
+            return True
+        if isinstance(sub, nodes.Getitem) and isinstance(sub.arg, nodes.Const) and sub.arg.value in ("content", "text"):
+            return True
+        if isinstance(sub, nodes.Name) and sub.name in ("content", "text", "message_content", "query"):
+            return True
+    return False
+
+
+def invisible_characters(text: str) -> list[Issue]:
+    out: list[Issue] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        for col, ch in enumerate(line, 1):
+            if ch in _BIDI:
+                out.append(
+                    Issue("bidi", lineno, col, line.strip()[:200], f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}")
+                )
+            elif unicodedata.category(ch) == "Cf" or ch in "\u3164\u115f\u1160\uffa0":
+                out.append(
+                    Issue("invisible", lineno, col, line.strip()[:200], f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}")
+                )
+    return out

@@ -1,0 +1,365 @@
+"""Static reading of a chat template: parse with jinja2 and follow data flow through the AST.
+
+The question answered here is "does data derived from ``tools`` reach the rendered output?", not "does
+the template mention ``tools``". Testing ``tools is defined`` or ``tools | length`` reads the variable
+without rendering it; ``{{ tools | tojson }}``, ``{% for t in tools %}{{ t.function.name }}``, a macro
+called with a tool that prints it, a ``set`` alias, a namespace attribute or a ``set`` block that is later
+printed all render it.
+
+The analysis is flow-insensitive (a name is tainted if any assignment anywhere taints it), with one
+namespace per macro for its parameters and locals. That over-approximates a little, never misses a path
+that exists in the AST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+# Filters whose result carries nothing of the value they were given (a number or a boolean).
+_NON_PROPAGATING_FILTERS = frozenset({"length", "count", "wordcount"})
+# Methods that mutate their receiver with their arguments (llama.cpp allows it; HF's sandbox refuses).
+_MUTATORS = frozenset({"append", "extend", "update", "insert", "setdefault"})
+
+
+@dataclass
+class Sink:
+    line: int
+    expr: str
+    """Source text of the line holding the output expression."""
+
+
+@dataclass
+class FlowResult:
+    reads: bool
+    """The source variable is referenced at all."""
+    rendered: bool
+    """Data derived from it reaches the template's output."""
+    sinks: list[Sink] = field(default_factory=list)
+    tests_only: list[int] = field(default_factory=list)
+    """Lines where the source is read only to test it (``is defined``, ``| length``, comparisons)."""
+    tainted_names: list[str] = field(default_factory=list)
+
+
+def make_parse_env() -> Any:
+    """A jinja2 environment that parses what transformers parses (loopcontrols, ``{% generation %}``)."""
+    import jinja2
+    import jinja2.ext
+    from jinja2 import nodes
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationTag(jinja2.ext.Extension):
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    return ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
+    )
+
+
+_ENV: Any = None
+
+
+def parse_template(text: str) -> Any:
+    """Parse to a jinja2 AST. Raises jinja2's TemplateSyntaxError (with ``lineno``) on bad syntax."""
+    global _ENV
+    if _ENV is None:
+        _ENV = make_parse_env()
+    return _ENV.parse(text)
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    for child in node.iter_child_nodes():
+        yield from _walk(child)
+
+
+class _Flow:
+    """Taint propagation from one source variable (``tools``, ``messages``, …)."""
+
+    def __init__(self, ast: Any, source: str, lines: list[str]) -> None:
+        from jinja2 import nodes
+
+        self.n = nodes
+        self.ast = ast
+        self.source = source
+        self.lines = lines
+        self.tainted: set[tuple[str, str]] = {("", source)}
+        self.macros: dict[str, Any] = {}
+        self.locals: dict[str, set[str]] = {}
+        self.emitting: set[str] = set()
+        self.changed = False
+        for node in _walk(ast):
+            if isinstance(node, nodes.Macro):
+                self.macros[node.name] = node
+                names = {a.name for a in node.args} | {"caller", "varargs", "kwargs"}
+                for sub in _walk(node):
+                    if isinstance(sub, nodes.Name) and sub.ctx in ("store", "param"):
+                        names.add(sub.name)
+                self.locals[node.name] = names
+
+    # -- naming
+    def _key(self, scope: str, name: str) -> tuple[str, str]:
+        base = name.split(".", 1)[0]
+        if scope and base in self.locals.get(scope, ()):
+            return (scope, name)
+        return ("", name)
+
+    def _bind(self, key: tuple[str, str]) -> None:
+        if key not in self.tainted:
+            self.tainted.add(key)
+            self.changed = True
+
+    def _bind_target(self, target: Any, scope: str) -> None:
+        n = self.n
+        if isinstance(target, n.Name):
+            self._bind(self._key(scope, target.name))
+        elif isinstance(target, (n.Tuple, n.List)):
+            for item in target.items:
+                self._bind_target(item, scope)
+        elif isinstance(target, n.NSRef):
+            self._bind(self._key(scope, f"{target.name}.{target.attr}"))
+
+    def _is(self, scope: str, name: str) -> bool:
+        return self._key(scope, name) in self.tainted
+
+    # -- expressions
+    def expr(self, node: Any, scope: str) -> bool:
+        n = self.n
+        if node is None:
+            return False
+        if isinstance(node, n.Name):
+            return self._is(scope, node.name)
+        if isinstance(node, (n.Const, n.TemplateData)):
+            return False
+        if isinstance(node, n.Getattr):
+            if isinstance(node.node, n.Name) and self._is(scope, f"{node.node.name}.{node.attr}"):
+                return True
+            return self.expr(node.node, scope)
+        if isinstance(node, n.Getitem):
+            if (
+                isinstance(node.node, n.Name)
+                and isinstance(node.arg, n.Const)
+                and isinstance(node.arg.value, str)
+                and self._is(scope, f"{node.node.name}.{node.arg.value}")
+            ):
+                return True
+            self.expr(node.arg, scope)
+            return self.expr(node.node, scope)
+        if isinstance(node, n.Filter):
+            args = [self.expr(a, scope) for a in self._call_args(node)]
+            if node.name in _NON_PROPAGATING_FILTERS:
+                return False
+            return self.expr(node.node, scope) or any(args)
+        if isinstance(node, (n.Test, n.Compare, n.Not)):
+            for child in node.iter_child_nodes():
+                self.expr(child, scope)  # still visit, for macro calls with side effects on bindings
+            return False
+        if isinstance(node, n.CondExpr):
+            self.expr(node.test, scope)
+            a = self.expr(node.expr1, scope)
+            b = self.expr(node.expr2, scope)
+            return a or b
+        if isinstance(node, n.Call):
+            return self._call(node, scope)
+        if isinstance(node, n.Keyword):
+            return self.expr(node.value, scope)
+        if isinstance(node, n.Pair):
+            a = self.expr(node.key, scope)
+            b = self.expr(node.value, scope)
+            return a or b
+        # Concat, BinExpr (+ ~ % * and/or), unary minus, List, Tuple, Dict, Slice, …: any tainted part.
+        hit = False
+        for child in node.iter_child_nodes():
+            if self.expr(child, scope):
+                hit = True
+        return hit
+
+    def _call_args(self, node: Any) -> list[Any]:
+        out = list(node.args) + [k.value for k in node.kwargs]
+        if node.dyn_args is not None:
+            out.append(node.dyn_args)
+        if node.dyn_kwargs is not None:
+            out.append(node.dyn_kwargs)
+        return out
+
+    def _call(self, node: Any, scope: str) -> bool:
+        n = self.n
+        arg_taint = [self.expr(a, scope) for a in node.args]
+        kw_taint = {k.key: self.expr(k.value, scope) for k in node.kwargs}
+        dyn = self.expr(node.dyn_args, scope) or self.expr(node.dyn_kwargs, scope)
+        callee = node.node
+        if isinstance(callee, n.Name) and callee.name in self.macros:
+            macro = self.macros[callee.name]
+            params = [a.name for a in macro.args]
+            for i, t in enumerate(arg_taint):
+                if t and i < len(params):
+                    self._bind((macro.name, params[i]))
+                elif t:
+                    self._bind((macro.name, "varargs"))
+            for k, t in kw_taint.items():
+                if t:
+                    self._bind((macro.name, k if k in params else "kwargs"))
+            if dyn:
+                for p in params:
+                    self._bind((macro.name, p))
+            return macro.name in self.emitting
+        if isinstance(callee, n.Name) and callee.name == "namespace":
+            return any(arg_taint) or dyn  # tainted kwargs are bound per attribute by _assign
+        if isinstance(callee, n.Getattr):
+            receiver = self.expr(callee.node, scope)
+            if callee.attr in _MUTATORS and (any(arg_taint) or any(kw_taint.values())):
+                if isinstance(callee.node, n.Name):
+                    self._bind(self._key(scope, callee.node.name))
+                elif isinstance(callee.node, n.Getattr) and isinstance(callee.node.node, n.Name):
+                    self._bind(self._key(scope, f"{callee.node.node.name}.{callee.node.attr}"))
+            return receiver or any(arg_taint) or any(kw_taint.values()) or dyn
+        self.expr(callee, scope)
+        return any(arg_taint) or any(kw_taint.values()) or dyn
+
+    # -- statements
+    def _assign(self, node: Any, scope: str) -> None:
+        n = self.n
+        value = node.node
+        if (
+            isinstance(node.target, n.Name)
+            and isinstance(value, n.Call)
+            and isinstance(value.node, n.Name)
+            and value.node.name == "namespace"
+        ):
+            for kw in value.kwargs:
+                if self.expr(kw.value, scope):
+                    self._bind(self._key(scope, f"{node.target.name}.{kw.key}"))
+            if value.args or value.dyn_args is not None or value.dyn_kwargs is not None:
+                if self.expr(value, scope):
+                    self._bind_target(node.target, scope)
+            return
+        if self.expr(value, scope):
+            self._bind_target(node.target, scope)
+
+    def stmts(self, body: Iterable[Any], scope: str, sinks: list[Sink] | None) -> bool:
+        """Visit statements; return True if any output in them is tainted. ``sinks`` collects the
+        tainted outputs that reach the final prompt (top level, outside ``set`` blocks and macros)."""
+        n = self.n
+        emits = False
+        for node in body:
+            if isinstance(node, n.Output):
+                for child in node.nodes:
+                    if isinstance(child, n.TemplateData):
+                        continue
+                    if self.expr(child, scope):
+                        emits = True
+                        if sinks is not None:
+                            sinks.append(Sink(child.lineno, self._line(child.lineno)))
+            elif isinstance(node, n.Assign):
+                self._assign(node, scope)
+            elif isinstance(node, n.AssignBlock):
+                if self.stmts(node.body, scope, None) or (node.filter is not None and self.expr(node.filter, scope)):
+                    self._bind_target(node.target, scope)
+            elif isinstance(node, n.For):
+                if self.expr(node.iter, scope):
+                    self._bind_target(node.target, scope)
+                if node.test is not None:
+                    self.expr(node.test, scope)
+                emits |= self.stmts(node.body, scope, sinks)
+                emits |= self.stmts(node.else_, scope, sinks)
+            elif isinstance(node, n.If):
+                self.expr(node.test, scope)
+                emits |= self.stmts(node.body, scope, sinks)
+                for elif_ in node.elif_:
+                    self.expr(elif_.test, scope)
+                    emits |= self.stmts(elif_.body, scope, sinks)
+                emits |= self.stmts(node.else_, scope, sinks)
+            elif isinstance(node, n.With):
+                for target, value in zip(node.targets, node.values, strict=False):
+                    if self.expr(value, scope):
+                        self._bind_target(target, scope)
+                emits |= self.stmts(node.body, scope, sinks)
+            elif isinstance(node, n.Macro):
+                continue  # analysed on its own, in its own scope
+            elif isinstance(node, n.CallBlock):
+                body_emits = self.stmts(node.body, scope, None)
+                call_emits = self.expr(node.call, scope)
+                if call_emits or body_emits:
+                    emits = True
+                    if sinks is not None:
+                        sinks.append(Sink(node.lineno, self._line(node.lineno)))
+            elif isinstance(node, n.FilterBlock):
+                emits |= self.stmts(node.body, scope, sinks)
+            elif isinstance(node, n.ExprStmt):
+                self.expr(node.node, scope)
+            elif hasattr(node, "body") and isinstance(node.body, list):
+                emits |= self.stmts(node.body, scope, sinks)
+        return emits
+
+    def _line(self, lineno: int) -> str:
+        if 1 <= lineno <= len(self.lines):
+            return self.lines[lineno - 1].strip()[:200]
+        return ""
+
+    def run(self) -> FlowResult:
+        n = self.n
+        sinks: list[Sink] = []
+        for _ in range(50):  # fixpoint; each round can only add taint
+            self.changed = False
+            for macro in self.macros.values():
+                if self.stmts(macro.body, macro.name, None) and macro.name not in self.emitting:
+                    self.emitting.add(macro.name)
+                    self.changed = True
+            sinks = []
+            self.stmts(self.ast.body, "", sinks)
+            if not self.changed:
+                break
+        reads = False
+        tests_only: list[int] = []
+        for node in _walk(self.ast):
+            if isinstance(node, n.Name) and node.name == self.source and node.ctx == "load":
+                reads = True
+        for node in _walk(self.ast):
+            if isinstance(node, (n.Test, n.Compare)) or (
+                isinstance(node, n.Filter) and node.name in _NON_PROPAGATING_FILTERS
+            ):
+                if any(isinstance(s, n.Name) and s.name == self.source for s in _walk(node)):
+                    tests_only.append(node.lineno)
+        seen: set[tuple[int, str]] = set()
+        unique = []
+        for s in sinks:
+            if (s.line, s.expr) not in seen:
+                seen.add((s.line, s.expr))
+                unique.append(s)
+        return FlowResult(
+            reads=reads,
+            rendered=bool(unique),
+            sinks=unique,
+            tests_only=sorted(set(tests_only)),
+            tainted_names=sorted(f"{a}:{b}" if a else b for a, b in self.tainted),
+        )
+
+
+def data_flow(ast: Any, text: str, source: str = "tools") -> FlowResult:
+    """Does data derived from variable ``source`` reach the output of the template ``ast``?"""
+    return _Flow(ast, source, text.splitlines()).run()
+
+
+def literal_text(ast: Any) -> list[str]:
+    """Every literal string of the template: raw text between tags and string constants."""
+    from jinja2 import nodes
+
+    out: list[str] = []
+    for node in _walk(ast):
+        if isinstance(node, nodes.TemplateData):
+            out.append(node.data)
+        elif isinstance(node, nodes.Const) and isinstance(node.value, str):
+            out.append(node.value)
+    return out
+
+
+def referenced_variables(ast: Any) -> set[str]:
+    import jinja2.meta
+
+    return set(jinja2.meta.find_undeclared_variables(ast))

@@ -333,7 +333,7 @@ def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Pa
     log = tmp_path / "calls.jsonl"
     with http_server(log) as url, open_mcp_tools([McpServerSpec.http(url)]) as src:
         with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
-            res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, call="lookup_metric")
+            res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, call="lookup_metric", context_length=4096)
         assert res.ok and all(s.status == PASS for s in res.stages), [s.evidence for s in res.stages]
         assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
         assert MARKER in res.round_trip.second_turn_prompt

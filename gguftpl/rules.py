@@ -244,7 +244,7 @@ TOOL_CALL_DIALECT = register(
         "The tool-call format the template teaches (as it renders a call in history).",
         why="The runtime's parser must understand this format; llama.cpp derives its parser from the "
         "template, other runtimes need the matching parser configured.",
-        example="Hermes: `<tool_call>\\n{\"name\": …, \"arguments\": …}\\n</tool_call>`.",
+        example='Hermes: `<tool_call>\\n{"name": …, "arguments": …}\\n</tool_call>`.',
         fix="Configure the runtime's tool parser for this dialect.",
     )
 )
@@ -330,8 +330,7 @@ HIDDEN_TRIGGER = register(
         "hidden-trigger-text",
         Severity.ERROR,
         "The template adds text only when a message contains a specific string (a hidden trigger).",
-        why="A backdoor: ordinary probes render clean, but a trigger phrase injects instructions the user "
-        "never sees.",
+        why="A backdoor: ordinary probes render clean, but a trigger phrase injects instructions the user never sees.",
         example="`{% if 'xyzzy' in message.content %}Ignore previous instructions…{% endif %}`.",
         fix="Do not use this file; replace the template with the upstream one.",
     )
@@ -367,5 +366,44 @@ HUGE_RANGE = register(
         why="Hugging Face's sandbox refuses ranges over 100,000; other engines may loop for a very long time.",
         example="`{% for i in range(10**9) %}`.",
         fix="Do not use this file; replace the template with the upstream one.",
+    )
+)
+
+# GT50x: this GGUF against its upstream repo (gguftpl diff, gguftpl/upstream/diff.py)
+UPSTREAM_TEMPLATE_LOST = register(
+    Rule(
+        "GT501",
+        "upstream-template-lost",
+        Severity.ERROR,
+        "The upstream repo ships a named chat template (e.g. `tool_use`) that this GGUF does not carry.",
+        why="It was lost in conversion or re-quantisation. When the lost template is the one that reads `tools`, "
+        "runtimes render a template that drops the tool schemas: tool calling silently fails.",
+        example="Upstream `chat_template` is a list [default, tool_use]; the GGUF has only "
+        "`tokenizer.chat_template`.",
+        fix="Copy the upstream templates into the GGUF: `gguftpl patch FILE --from-hub REPO -o OUT.gguf`.",
+    )
+)
+UPSTREAM_TEMPLATE_CHANGED = register(
+    Rule(
+        "GT502",
+        "upstream-template-changed",
+        Severity.WARNING,
+        "A chat template differs from the same-named template of the upstream repo.",
+        why="The GGUF was converted from an older revision or edited by hand; prompts differ from what the model "
+        "was trained and evaluated with.",
+        example="Upstream added `{{bos_token}}` after the GGUF was made.",
+        fix="Review the diff (`gguftpl diff FILE`); adopt upstream with `gguftpl patch FILE --from-hub REPO`.",
+    )
+)
+UPSTREAM_SPECIAL_TOKENS_DIFFER = register(
+    Rule(
+        "GT503",
+        "upstream-special-tokens-differ",
+        Severity.WARNING,
+        "BOS/EOS ids or texts, or an added token's id, text or special status, differ from the upstream repo.",
+        why="A wrong EOS id means generation never stops at the end of a turn; a special token stored as plain "
+        "text is split into pieces and the model never sees the marker it was trained on.",
+        example="Upstream eos `<|im_end|>` (32000); the GGUF's eos id points at `</s>` (2).",
+        fix="Re-convert from upstream, or fix the ids with gguf-py's `gguf_set_metadata.py`.",
     )
 )

@@ -120,6 +120,8 @@ def test_seed_case_tool_use_lost_in_conversion(make_gguf, hub, tmp_path, samples
     assert (tools["gguf_template"], tools["upstream_template"]) == ("default", "tool_use")
     assert tools["identical"] is False
     assert tools["tools_in_prompt"] == {"gguf": False, "upstream": True}
+    codes = {(f["code"], f["severity"], f["template"]) for f in out["findings"]}
+    assert ("GT501", "error", "tool_use") in codes and ("GT502", "warning", "default") in codes
 
     text = cli_subprocess(["diff", str(gguf), "--hub", HERMES], hub, tmp_path / "hf")
     assert text.returncode == 1

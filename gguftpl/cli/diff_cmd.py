@@ -116,7 +116,11 @@ def command(
                         tset.templates[td.name].text, up.templates[td.name], td.name, up.label, context=context
                     )
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        from gguftpl.upstream.diff import diff_findings
+
+        data = result.to_dict()
+        data["findings"] = [f.to_dict() for f in diff_findings(result)]
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         click.echo(format_text(result), nl=False)
     raise SystemExit(0 if result.identical else 1)

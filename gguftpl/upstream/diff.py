@@ -488,3 +488,56 @@ def diff_templateset(
 def _kind(path: str) -> str:
     head = path.split(".")[0].split("[")[0]
     return "added_token" if head == "added" else head
+
+
+def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
+    """Findings (GT501-GT503) for a diff, for audit-style reports."""
+    from gguftpl.findings import Location, make_finding
+    from gguftpl.rules import UPSTREAM_SPECIAL_TOKENS_DIFFER, UPSTREAM_TEMPLATE_CHANGED, UPSTREAM_TEMPLATE_LOST
+    from gguftpl.templates.templateset import template_key
+
+    where = file or result.file
+    up = result.upstream
+    fix = f"gguftpl patch {where} --from-hub {up.repo_id} -o PATCHED.gguf" if up.repo_id else None
+    out = []
+    for t in result.templates:
+        loc = Location(where, key=template_key(t.name))
+        if t.status == UPSTREAM_ONLY:
+            reads = t.reads_tools.get("upstream")
+            out.append(
+                make_finding(
+                    UPSTREAM_TEMPLATE_LOST,
+                    f"upstream {up.label} has a `{t.name}` template{' that reads `tools`' if reads else ''}; "
+                    "this GGUF does not",
+                    loc,
+                    template=t.name,
+                    evidence=f"upstream sha256 {t.upstream_sha256} ({t.upstream_length} bytes, {t.upstream_source})",
+                    fix=fix,
+                    severity=None if reads else UPSTREAM_TEMPLATE_CHANGED.severity,
+                    upstream_sha256=t.upstream_sha256,
+                )
+            )
+        elif t.status == CHANGED and not (result.ignore_whitespace and t.whitespace_only):
+            out.append(
+                make_finding(
+                    UPSTREAM_TEMPLATE_CHANGED,
+                    f"`{t.name}` differs from upstream {up.label}"
+                    + (" (whitespace only)" if t.whitespace_only else ""),
+                    loc,
+                    template=t.name,
+                    evidence=t.unified_diff[:2000],
+                    fix=fix,
+                    gguf_sha256=t.gguf_sha256,
+                    upstream_sha256=t.upstream_sha256,
+                )
+            )
+    for d in result.token_differences:
+        out.append(
+            make_finding(
+                UPSTREAM_SPECIAL_TOKENS_DIFFER,
+                d.message,
+                Location(where, key="tokenizer.ggml.tokens" if d.kind == "added_token" else None),
+                evidence=f"{d.path}: gguf {d.gguf!r}, upstream {d.upstream!r}",
+            )
+        )
+    return out

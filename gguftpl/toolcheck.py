@@ -24,6 +24,7 @@ PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 
 DEFAULT_MAX_TOOL_SHARE = 0.5
 
+STAGE_TOOLS = "tools listed"
 STAGE_SCHEMA = "schema in prompt"
 STAGE_BUDGET = "context budget"
 STAGE_CALL_PARSED = "call parsed"
@@ -269,6 +270,45 @@ def measure_tools(
     return ToolMeasurement(base, all_prompt, base_n, all_n, reaches)
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def tools_stage(tools: Sequence[ToolSpec]) -> ToolStage:
+    """Where the tools came from, and what a model will struggle with even when the template is right:
+    names the OpenAI API refuses, tools or parameters without a description."""
+    from gguftpl.tools import name_is_portable
+
+    by_source: dict[str, int] = {}
+    for t in tools:
+        by_source[t.source] = by_source.get(t.source, 0) + 1
+    where = ", ".join(f"{n} from {src}" for src, n in by_source.items())
+    notes: list[str] = []
+    bad_names = [t.name for t in tools if not name_is_portable(t.name)]
+    if bad_names:
+        notes.append(f"names outside [A-Za-z0-9_-]{{1,64}}: {', '.join(bad_names[:3])}")
+    no_desc = [t.name for t in tools if not t.description.strip()]
+    if no_desc:
+        notes.append(f"{_n(len(no_desc), 'tool')} without a description ({', '.join(no_desc[:3])})")
+    bare = [
+        f"{t.name}.{it.path}"
+        for t in tools
+        for it in schema_items(t)
+        if it.kind == "property" and not _has_description(t, it)
+    ]
+    if bare:
+        notes.append(f"{_n(len(bare), 'parameter')} without a description ({', '.join(bare[:3])})")
+    data = {"sources": by_source, "names": [t.name for t in tools], "notes": notes}
+    text = f"{_n(len(tools), 'tool')}: {where}"
+    if notes:
+        return ToolStage(STAGE_TOOLS, WARN, text + "; " + "; ".join(notes), data)
+    return ToolStage(STAGE_TOOLS, PASS, text, data)
+
+
+def _has_description(tool: ToolSpec, prop: SchemaItem) -> bool:
+    return any(it.kind == "property-description" and it.path == prop.path for it in schema_items(tool))
+
+
 def schema_stage(m: ToolMeasurement) -> ToolStage:
     bad = [r for r in m.tools if not r.ok]
     per_tool = {
@@ -321,7 +361,7 @@ def budget_stage(
     }
     heaviest = ", ".join(f"{n} {c}" for c, n in costs[:3])
     desc = (
-        f"{len(m.tools)} tools add {m.tool_tokens} prompt tokens ({m.base_tokens} → {m.all_tokens}); "
+        f"{_n(len(m.tools), 'tool')} add {m.tool_tokens} prompt tokens ({m.base_tokens} → {m.all_tokens}); "
         f"heaviest alone: {heaviest}"
     )
     if m.overhead_tokens is not None:
@@ -733,7 +773,7 @@ def run_tool_checks(
     """
     tool = pick_tool(tools, call)
     m = measure_tools(engine, tools, messages)
-    stages = [schema_stage(m), budget_stage(m, context_length, max_share)]
+    stages = [tools_stage(tools), schema_stage(m), budget_stage(m, context_length, max_share)]
     reach = next(r for r in m.tools if r.name == tool.name)
     if not reach.ok:
         for name in (STAGE_CALL_PARSED, STAGE_ARGS_VALID, STAGE_DISPATCH, STAGE_RESULT):

@@ -21,6 +21,7 @@ from gguftpl.toolcheck import (
     STAGE_DISPATCH,
     STAGE_RESULT,
     STAGE_SCHEMA,
+    STAGE_TOOLS,
     WARN,
     budget_stage,
     measure_tools,
@@ -266,11 +267,12 @@ def test_round_trip_through_llama_cpp_and_a_real_mcp_server(gguf: Callable[..., 
     with _mcp_tools(log) as src:
         with engine(gguf()) as eng:
             res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, context_length=4096)
-        assert [s.status for s in res.stages] == [FAIL, PASS, SKIP, SKIP, SKIP, SKIP]
+        assert [s.status for s in res.stages] == [PASS, FAIL, PASS, SKIP, SKIP, SKIP, SKIP]
         assert read_log(log) == []
         with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
             res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, context_length=4096)
     assert [(s.name, s.status) for s in res.stages] == [
+        (STAGE_TOOLS, PASS),
         (STAGE_SCHEMA, PASS),
         (STAGE_BUDGET, PASS),
         (STAGE_CALL_PARSED, PASS),
@@ -282,7 +284,7 @@ def test_round_trip_through_llama_cpp_and_a_real_mcp_server(gguf: Callable[..., 
     assert rt is not None and rt.parsed_arguments == {"project": "example"}
     assert read_log(log) == [{"tool": "lookup_metric", "args": rt.parsed_arguments}]
     assert rt.second_turn_prompt is not None and MARKER in rt.second_turn_prompt
-    assert "<tool_call>" in res.stages[2].data["call_text"]
+    assert "<tool_call>" in res.stages[3].data["call_text"]
 
 
 def test_round_trip_failures_are_stages(gguf: Callable[..., Path], tmp_path: Path) -> None:
@@ -338,3 +340,17 @@ def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Pa
         assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
         assert MARKER in res.round_trip.second_turn_prompt
         assert read_log(log) == [{"tool": "lookup_metric", "args": res.round_trip.parsed_arguments}]
+
+
+def test_tools_stage_points_at_what_a_model_will_struggle_with() -> None:
+    from gguftpl.toolcheck import tools_stage
+
+    good = tools_from_json({"tools": [MCP_LIKE]})
+    st = tools_stage(good)
+    assert st.status == PASS and "1 tool: 1 from <tools>" in st.evidence
+    bare = tools_from_json(
+        [{"name": "do it!", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}]
+    )
+    st = tools_stage(bare)
+    assert st.status == WARN
+    assert "do it!" in st.evidence and "without a description" in st.evidence and "do it!.x" in st.evidence

@@ -180,6 +180,12 @@ def _summarize(entry: QuantEntry, header: Any) -> None:
     if ts.add_eos is not None:
         entry.special["add_eos"] = ts.add_eos
     entry.group = f"{ts.architecture or '?'} / {ts.tokenizer_model or 'no tokenizer'} / {ts.vocab_size or 0} tokens"
+    try:  # what the file says it came from (metadata, bundled catalog); no network
+        from gguftpl.upstream.discover import find_upstream_repo
+
+        entry.upstream_repo = find_upstream_repo(ts)[0]
+    except Exception:  # noqa: BLE001 - discovery is optional; the audit reports its own problems
+        entry.upstream_repo = None
 
 
 # --------------------------------------------------------------------------------------------- checks
@@ -362,6 +368,7 @@ def _upstream_check(
     upstream: bool | str,
     endpoint: str | None,
     token: str | bool | None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[list[Finding], dict[str, Any] | None, dict[str, dict[str, str]]]:
     """Compare each group's majority templates with upstream's, when upstream is known and reachable."""
     from gguftpl.rules import REPO_UPSTREAM_DRIFT, REPO_UPSTREAM_UNKNOWN
@@ -402,7 +409,9 @@ def _upstream_check(
 
         try:
             tok = token if isinstance(token, str) else None
-            cfg = fetch_upstream(repo, endpoint=hub_endpoint(endpoint), token=tok, catalog_fallback=True)
+            cfg = fetch_upstream(
+                repo, endpoint=hub_endpoint(endpoint), token=tok, cache_dir=cache_dir, catalog_fallback=True
+            )
         except HubError as exc:
             ginfo["status"] = "unreachable"
             ginfo["error"] = str(exc)
@@ -472,10 +481,11 @@ def _finish(
     token: str | bool | None,
     start: float,
     analyses: int,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> RepoAudit:
     from gguftpl.audit import AuditRun, FileAudit
 
-    up_findings, up_info, by_group = _upstream_check(entries, target, upstream, endpoint, token)
+    up_findings, up_info, by_group = _upstream_check(entries, target, upstream, endpoint, token, cache_dir)
     cross = check_consistency(entries, target=target, upstream_templates=by_group) + up_findings
     cross = [f for f in cross if keep(f.code)]
     run = AuditRun()
@@ -523,7 +533,7 @@ def _audit_one(entry: QuantEntry, header: Any, *, keep: Any, cache: Any, engine:
     except Exception as exc:  # noqa: BLE001 - the per-file audit reports it (GT002); the repo check skips it
         entry.error = f"{type(exc).__name__}: {exc}"
     entry.audit = audit_header(header, entry.label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
-    entry.upstream_repo = entry.audit.upstream_repo
+    entry.upstream_repo = entry.upstream_repo or entry.audit.upstream_repo
 
 
 def _unreadable(entry: QuantEntry, exc: GGUFFormatError, keep: Any) -> None:
@@ -601,6 +611,7 @@ def audit_hub_repo(
     select: Iterable[str] | str | None = None,
     ignore: Iterable[str] | str | None = None,
     upstream: bool | str = True,
+    cache_dir: str | os.PathLike[str] | None = None,
     engine: str = "hf",
     strict: bool = False,
     progress: Progress | None = None,
@@ -675,6 +686,7 @@ def audit_hub_repo(
         token=token,
         start=start,
         analyses=cache.misses - misses,
+        cache_dir=cache_dir,
     )
     result.revision = sha
     result.requested_revision = ref.revision or "main"
@@ -691,6 +703,7 @@ def audit_local_dir(
     upstream: bool | str = True,
     endpoint: str | None = None,
     token: str | bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
     engine: str = "hf",
     strict: bool = False,
     progress: Progress | None = None,
@@ -751,6 +764,7 @@ def audit_local_dir(
         token=token,
         start=start,
         analyses=cache.misses - misses,
+        cache_dir=cache_dir,
     )
     result.jobs = jobs
     return result

@@ -43,6 +43,7 @@ __all__ = [
     "ShardInfo",
     "hub_endpoint",
     "is_remote",
+    "open_remote_header",
     "parse_remote",
     "parse_repo_spec",
     "read_remote_header",
@@ -804,6 +805,12 @@ def read_remote_header(
         elif not notes:
             notes.append(f"split GGUF ({split_count} shards): metadata read from the first shard")
     return RemoteRead(header=header, stats=src.stats, label=label, ref=ref, shard=shard, notes=notes)
+
+
+def open_remote_header(spec: str, **kwargs: Any) -> tuple[GGUFHeader, str, dict[str, Any]]:
+    """(header, label, ``"remote"`` dict) for ``gguftpl.gguf.open.open_header`` (inspect, diff, …)."""
+    rr = read_remote_header(spec, **kwargs)
+    return rr.header, rr.label, rr.remote_dict()
 
 
 def remote_header_cost(spec: str, **kwargs: Any) -> tuple[int, int]:

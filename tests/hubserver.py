@@ -22,6 +22,7 @@ Fixture API
         hub.drop_connection = True                   # close the socket without answering (every request)
         hub.drop_connection = 2                      # ... only the next 2 requests
         hub.drop_after_bytes = 100                   # send headers + 100 body bytes, then close
+        hub.latency = 0.05                           # seconds to wait before answering (a far-away Hub)
     tokenizer_config({"default": A, "tool_use": B}, bos_token="<s>")  # -> tokenizer_config.json text
 
 Directory layout on disk (``root``): ``<org>/<repo>/<rev>/<files>``; ``<org>/<repo>/refs.json`` maps
@@ -46,6 +47,7 @@ import re
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -77,6 +79,7 @@ class HubServer:
         self.ignore_range = False
         self.drop_connection: bool | int = False
         self.drop_after_bytes: int | None = None
+        self.latency = 0.0
         self._gated: set[str] = set()
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -214,6 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- dispatch ----------------------------------------------------------------------------------------
     def _handle(self, head: bool) -> None:
         rng = self.headers.get("Range")
+        if self.hub.latency > 0:
+            time.sleep(self.hub.latency)
         if self.hub._take_drop():
             self.hub._record(Request(self.command, self.path, rng, 0, 0))
             self._drop()

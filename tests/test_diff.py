@@ -104,7 +104,7 @@ def test_identical_to_own_upstream_despite_json_layout_and_trailing_newline(make
 
 
 def test_seed_case_tool_use_lost_in_conversion(make_gguf, hub, tmp_path, samples_dir) -> None:
-    sample = samples_dir / "hermes-2-pro-bartowski.gguf"
+    sample = samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf"
     gguf = sample if sample.exists() else make_gguf("bartowski.gguf", templates={"default": CHATML})
     tpl = hermes()
     hub.add_repo(HERMES, upstream_files_for(gguf, tpl))

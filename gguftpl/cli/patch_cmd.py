@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from gguftpl.cli.patch_upstream import upstream_options
 from gguftpl.errors import UsageError
 
 
@@ -85,6 +86,7 @@ def progress_bar(path: str) -> Iterator[Any]:
 @click.option("--in-place", is_flag=True, help="Replace FILE itself (still via a temp file and rename).")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
+@upstream_options
 def command(
     file: str,
     out: str | None,
@@ -93,9 +95,34 @@ def command(
     in_place: bool,
     force: bool,
     dry_run: bool,
+    **upstream: Any,
 ) -> None:
-    """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven."""
+    """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
+
+    With --from-hub REPO (or --from-catalog [ID]) the templates come from the upstream repo: the plan is
+    shown as a diff, provenance is recorded under gguftpl.patch.* and the output is re-audited.
+    """
     from gguftpl.patching import patch_templates, plan_patch, resolve_output
+
+    if upstream.get("from_hub") or upstream.get("from_catalog"):
+        from gguftpl.cli.patch_upstream import run_from_upstream
+
+        run_from_upstream(
+            file,
+            out=out,
+            templates=templates,
+            remove=remove,
+            in_place=in_place,
+            force=force,
+            dry_run=dry_run,
+            progress_bar=progress_bar,
+            proof_text=proof_text,
+            **upstream,
+        )
+        return
+    unused = [k for k in ("revision", "only") if upstream.get(k)]
+    if unused:
+        raise UsageError(f"--{unused[0]} goes with --from-hub/--from-catalog")
 
     set_templates = parse_template_args(templates)
     if not set_templates and not remove:

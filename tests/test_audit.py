@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gguftpl.audit import AnalysisCache, RuleFilter, audit_file, audit_header, audit_paths, collect_paths
-from gguftpl.errors import UsageError
+from gguftpl.errors import GGUFFormatError, UsageError
 from gguftpl.findings import Severity
 from gguftpl.gguf.reader import read_header
 from tests.conftest import CHATML
@@ -101,7 +101,9 @@ def test_unreadable_files_are_findings_and_the_run_goes_on(tmp_path: Path, make_
         assert f.severity is Severity.ERROR and f.location.file == fa.path
     assert "4e 4f 50 45" in run.files[0].findings[0].evidence  # the bytes b"NOPE"
     assert run.files[1].findings[0].evidence == "empty file"
-    assert "truncated" in run.files[2].findings[0].message
+    with pytest.raises(GGUFFormatError) as reader_says:
+        read_header(truncated)
+    assert run.files[2].findings[0].message == str(reader_says.value)
     assert run.files[3].error is None and run.files[3].templates
     assert all(f.code != "GT001" for f in run.files[3].findings)
     assert run.exit_code("error") == 1

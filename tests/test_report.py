@@ -14,7 +14,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from tests.golden._check import assert_golden, normalise
 
 from gguftpl.audit import AuditRun, FileAudit
 from gguftpl.cli.audit_cmd import command as audit_command
@@ -24,6 +23,7 @@ from gguftpl.report import FORMATS, format_names, get_formatter, tool_version
 from gguftpl.report.github import escape_data, escape_property
 from gguftpl.report.sarif import artifact_uri
 from gguftpl.templates.analysis import TemplateReport
+from tests.golden._check import assert_golden, normalise
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 

@@ -302,7 +302,7 @@ def analyze_template_text(
     report.dialect, details["dialect_source"] = dialects.classify(call_text, literal)
     if report.renders_tool_calls is False and details["dialect_source"] == "":
         report.dialect = "none"
-    details["prompts"] = {k: _trim(v, 2000) for k, v in prompts.items()}
+    details["prompts"] = {k: _trim(v, 65536) for k, v in prompts.items()}
     details["lenient"] = s.lenient_used
     timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
 

@@ -92,8 +92,16 @@ class _Flow:
         self.tainted: set[tuple[str, str]] = {("", source)}
         self.macros: dict[str, Any] = {}
         self.locals: dict[str, set[str]] = {}
-        self.emitting: set[str] = set()
+        self.memo: dict[tuple[str, frozenset[str]], bool] = {}
+        self.active: set[tuple[str, frozenset[str]]] = set()
         self.changed = False
+        # Jinja scopes a for loop's target and the `set`s in its body to the loop: a name reused by two
+        # loops (`for tool in tools` / `for tool in message.tool_calls`) is two variables.
+        self.frames: list[tuple[str, set[str]]] = []
+        self.loop_bound: dict[int, set[str]] = {}
+        for node in _walk(ast):
+            if isinstance(node, nodes.For):
+                self.loop_bound[id(node)] = self._names_bound_in_loop(node)
         for node in _walk(ast):
             if isinstance(node, nodes.Macro):
                 self.macros[node.name] = node
@@ -103,9 +111,33 @@ class _Flow:
                         names.add(sub.name)
                 self.locals[node.name] = names
 
+    def _names_bound_in_loop(self, loop: Any) -> set[str]:
+        n = self.n
+        names = {t.name for t in _walk(loop.target) if isinstance(t, n.Name)}
+
+        def visit(body: list[Any]) -> None:
+            for stmt in body:
+                if isinstance(stmt, (n.Assign, n.AssignBlock)):
+                    names.update(t.name for t in _walk(stmt.target) if isinstance(t, n.Name))
+                elif isinstance(stmt, n.If):
+                    visit(stmt.body)
+                    for e in stmt.elif_:
+                        visit(e.body)
+                    visit(stmt.else_)
+                elif isinstance(stmt, (n.For, n.Macro)):
+                    continue
+                elif hasattr(stmt, "body") and isinstance(stmt.body, list):
+                    visit(stmt.body)
+
+        visit(loop.body)
+        return names
+
     # -- naming
     def _key(self, scope: str, name: str) -> tuple[str, str]:
         base = name.split(".", 1)[0]
+        for frame, bound in reversed(self.frames):
+            if base in bound and "." not in name:
+                return (frame, name)
         if scope and base in self.locals.get(scope, ()):
             return (scope, name)
         return ("", name)
@@ -197,18 +229,16 @@ class _Flow:
         if isinstance(callee, n.Name) and callee.name in self.macros:
             macro = self.macros[callee.name]
             params = [a.name for a in macro.args]
+            hot: set[str] = set()
             for i, t in enumerate(arg_taint):
-                if t and i < len(params):
-                    self._bind((macro.name, params[i]))
-                elif t:
-                    self._bind((macro.name, "varargs"))
+                if t:
+                    hot.add(params[i] if i < len(params) else "varargs")
             for k, t in kw_taint.items():
                 if t:
-                    self._bind((macro.name, k if k in params else "kwargs"))
+                    hot.add(k if k in params else "kwargs")
             if dyn:
-                for p in params:
-                    self._bind((macro.name, p))
-            return macro.name in self.emitting
+                hot.update(params)
+            return self._macro_emits(macro.name, frozenset(hot))
         if isinstance(callee, n.Name) and callee.name == "namespace":
             return any(arg_taint) or dyn  # tainted kwargs are bound per attribute by _assign
         if isinstance(callee, n.Getattr):
@@ -221,6 +251,29 @@ class _Flow:
             return receiver or any(arg_taint) or any(kw_taint.values()) or dyn
         self.expr(callee, scope)
         return any(arg_taint) or any(kw_taint.values()) or dyn
+
+    def _macro_emits(self, name: str, params: frozenset[str]) -> bool:
+        """Does a call to macro ``name`` output tainted data when exactly ``params`` are tainted?
+        (Context-sensitive: a macro that prints its argument is tainted only where it gets tools.)"""
+        key = (name, params)
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.active:
+            return False  # recursion: the outer evaluation decides
+        self.active.add(key)
+        saved, saved_changed = self.tainted, self.changed
+        self.tainted = {k for k in saved if k[0] != name and not k[0].startswith(name + "/")}
+        self.tainted |= {(name, p) for p in params}
+        result = False
+        for _ in range(20):
+            self.changed = False
+            result = self.stmts(self.macros[name].body, name, None)
+            if not self.changed:
+                break
+        self.tainted, self.changed = saved, saved_changed
+        self.active.discard(key)
+        self.memo[key] = result
+        return result
 
     # -- statements
     def _assign(self, node: Any, scope: str) -> None:
@@ -262,11 +315,16 @@ class _Flow:
                 if self.stmts(node.body, scope, None) or (node.filter is not None and self.expr(node.filter, scope)):
                     self._bind_target(node.target, scope)
             elif isinstance(node, n.For):
-                if self.expr(node.iter, scope):
-                    self._bind_target(node.target, scope)
-                if node.test is not None:
-                    self.expr(node.test, scope)
-                emits |= self.stmts(node.body, scope, sinks)
+                iter_tainted = self.expr(node.iter, scope)
+                self.frames.append((f"{scope}/for{id(node)}", self.loop_bound.get(id(node), set())))
+                try:
+                    if iter_tainted:
+                        self._bind_target(node.target, scope)
+                    if node.test is not None:
+                        self.expr(node.test, scope)
+                    emits |= self.stmts(node.body, scope, sinks)
+                finally:
+                    self.frames.pop()
                 emits |= self.stmts(node.else_, scope, sinks)
             elif isinstance(node, n.If):
                 self.expr(node.test, scope)
@@ -307,10 +365,7 @@ class _Flow:
         sinks: list[Sink] = []
         for _ in range(50):  # fixpoint; each round can only add taint
             self.changed = False
-            for macro in self.macros.values():
-                if self.stmts(macro.body, macro.name, None) and macro.name not in self.emitting:
-                    self.emitting.add(macro.name)
-                    self.changed = True
+            self.memo.clear()  # macro summaries depend on the (growing) top-level taint
             sinks = []
             self.stmts(self.ast.body, "", sinks)
             if not self.changed:
@@ -337,7 +392,8 @@ class _Flow:
             rendered=bool(unique),
             sinks=unique,
             tests_only=sorted(set(tests_only)),
-            tainted_names=sorted(f"{a}:{b}" if a else b for a, b in self.tainted),
+            # loop-scoped names are listed under their enclosing macro (or bare at top level)
+            tainted_names=sorted({f"{a.split('/')[0]}:{b}" if a.split("/")[0] else b for a, b in self.tainted}),
         )
 
 

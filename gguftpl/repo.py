@@ -44,10 +44,14 @@ from gguftpl.gguf.remote import (
 __all__ = [
     "QuantEntry",
     "RepoAudit",
+    "TargetsAudit",
+    "TerminalProgress",
     "audit_hub_repo",
     "audit_local_dir",
     "audit_remote_file",
+    "audit_targets",
     "bench_remote_audit",
+    "bench_repo_audit",
     "check_consistency",
     "list_repo_ggufs",
 ]
@@ -820,3 +824,173 @@ def bench_remote_audit(spec: str, **kwargs: Any) -> tuple[int, int]:
     if rr is None:
         return 0, 0
     return rr.stats.bytes_fetched, rr.stats.requests
+
+
+def bench_repo_audit(repo: str, *, jobs: int, **kwargs: Any) -> dict[str, Any]:
+    """Seconds, bytes and requests of one ``audit_hub_repo`` run; for scripts/bench.py (jobs 1 vs 4)."""
+    start = time.perf_counter()
+    ra = audit_hub_repo(repo, jobs=jobs, **kwargs)
+    return {
+        "files": sum(1 for e in ra.entries if e.remote),
+        "jobs": jobs,
+        "seconds": time.perf_counter() - start,
+        "bytes_fetched": ra.bytes_fetched,
+        "requests": ra.requests,
+        "findings": len(ra.run.findings),
+    }
+
+
+# --------------------------------------------------------------------------------------------- CLI entry
+
+
+@dataclass
+class TargetsAudit:
+    """``gguftpl audit`` over any mix of local paths, remote files (``hf://``, URLs) and repos, as one report."""
+
+    run: Any
+    """One ``AuditRun`` for everything (each repo contributes its files and a repo-level entry)."""
+    repos: list[RepoAudit] = field(default_factory=list)
+    remote: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """File label -> its ``"remote"`` object, for every header read over HTTP."""
+
+    def exit_code(self, fail_on: Severity | str = Severity.ERROR) -> int:
+        return int(self.run.exit_code(fail_on))
+
+    def to_dict(self) -> dict[str, Any]:
+        from gguftpl.report.json import run_dict
+
+        d = run_dict(self.run)
+        for fd in d.get("files", []):
+            if fd.get("path") in self.remote:
+                fd["remote"] = self.remote[fd["path"]]
+        if self.repos:
+            d["repos"] = [r.repo_dict() for r in self.repos]
+        if self.remote:
+            d["remote"] = {
+                "files": len(self.remote),
+                "bytes_fetched": sum(int(r.get("bytes_fetched", 0)) for r in self.remote.values()),
+                "requests": sum(int(r.get("requests", 0)) for r in self.remote.values()),
+            }
+        return d
+
+    def format(self, fmt: str, **options: Any) -> str:
+        """The report in ``fmt``: JSON gains ``"remote"``/``"repos"``; text gains a one-line footer."""
+        import json
+
+        from gguftpl.report import get_formatter
+
+        if fmt == "json":
+            return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        out = get_formatter(fmt, **options).format(self.run)
+        if fmt == "text" and self.remote:
+            nbytes = sum(int(r.get("bytes_fetched", 0)) for r in self.remote.values())
+            nreq = sum(int(r.get("requests", 0)) for r in self.remote.values())
+            out += f"remote: {len(self.remote)} header(s) read over HTTP, {nbytes:,} bytes in {nreq} request(s)\n"
+        return out
+
+
+class TerminalProgress:
+    """``[ 3/20] name`` on one stderr line, only on a terminal; ``done()`` clears it."""
+
+    def __init__(self, stream: Any = None) -> None:
+        import sys
+
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._width = 0
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if not self.enabled:
+            return
+        n = len(str(total))
+        bar_w = 20
+        filled = bar_w * done // max(total, 1)
+        line = f"[{'#' * filled}{'.' * (bar_w - filled)}] {done:>{n}}/{total} {label}"[:100]
+        self.stream.write("\r" + line.ljust(self._width))
+        self.stream.flush()
+        self._width = len(line)
+
+    def done(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+def audit_targets(
+    paths: Sequence[str] = (),
+    *,
+    repos: Sequence[str] = (),
+    repo_check: bool = False,
+    jobs: int = 4,
+    select: Iterable[str] | str | None = None,
+    ignore: Iterable[str] | str | None = None,
+    upstream: bool | str = True,
+    engine: str = "hf",
+    strict: bool = False,
+    progress: Progress | None = None,
+    endpoint: str | None = None,
+) -> TargetsAudit:
+    """Audit local paths, remote GGUFs and Hub repos into one run.
+
+    ``repo_check``: each directory in ``paths`` is treated as one model's set of quants (the converter's
+    output folder) and gets the repo-level checks; otherwise directories are audited file by file.
+    ``upstream`` (True / repo id / False) only matters for repo-level checks."""
+    from gguftpl.audit import AnalysisCache, AuditRun, audit_paths
+    from gguftpl.gguf.remote import is_remote
+
+    start = time.perf_counter()
+    if not paths and not repos:
+        raise UsageError("give a PATH (file, folder, hf://… or URL) or --repo ORG/REPO")
+    run = AuditRun()
+    result = TargetsAudit(run=run)
+    cache = AnalysisCache()
+    analyses = 0
+    for p in paths:  # in the order given, so the report reads like the command line
+        if is_remote(p):
+            fa, rr = audit_remote_file(
+                p, endpoint=endpoint, select=select, ignore=ignore, engine=engine, cache=cache, strict=strict
+            )
+            run.files.append(fa)
+            if rr is not None:
+                result.remote[fa.path] = rr.remote_dict()
+        elif repo_check and os.path.isdir(p):
+            ra = audit_local_dir(
+                p,
+                jobs=jobs,
+                select=select,
+                ignore=ignore,
+                upstream=upstream,
+                endpoint=endpoint,
+                engine=engine,
+                strict=strict,
+                progress=progress,
+            )
+            result.repos.append(ra)
+            run.files.extend(ra.run.files)
+            analyses += ra.run.analyses
+        else:
+            sub = audit_paths([p], select=select, ignore=ignore, engine=engine, cache=cache, strict=strict)
+            run.files.extend(sub.files)
+    for spec in repos:
+        ra = audit_hub_repo(
+            spec,
+            endpoint=endpoint,
+            jobs=jobs,
+            select=select,
+            ignore=ignore,
+            upstream=upstream,
+            engine=engine,
+            strict=strict,
+            progress=progress,
+        )
+        result.repos.append(ra)
+        run.files.extend(ra.run.files)
+        analyses += ra.run.analyses
+        for e in ra.entries:
+            if e.remote:
+                result.remote[e.label] = e.remote
+    run.analyses = analyses + cache.misses
+    run.rules = _rules_for(run.findings)
+    run.seconds = time.perf_counter() - start
+    return result

@@ -290,3 +290,78 @@ def test_bench_remote_audit_counts_match_the_server(hub: HubServer, make_gguf: A
     assert (nbytes, nreq) == (sum(r.bytes_sent for r in served), len(served))
     assert nbytes == p.stat().st_size  # a tiny file is read whole in the first range
     assert read_header(p).tensor_info_end <= nbytes
+
+
+# ------------------------------------------------------------------------------------------ one report
+
+
+def test_audit_targets_mixes_local_remote_and_repo(
+    hub: HubServer, quant_dir: Callable[..., Path], make_gguf: Any
+) -> None:
+    import jsonschema
+
+    from gguftpl.repo import TerminalProgress, audit_targets
+
+    spec = {q: {"templates": both_templates() if q != "Q6_K" else {"default": CHATML}} for q in QUANTS}
+    sha = publish(hub, "conv/Mix-GGUF", quant_dir(spec))
+    single = make_gguf("single.gguf", templates={"default": CHATML})
+    hub.add_file("org/one", "one.gguf", single)
+    ta = audit_targets(
+        [str(single), "hf://org/one/one.gguf"], repos=["conv/Mix-GGUF"], upstream=False, progress=TerminalProgress()
+    )
+    labels = [fa.path for fa in ta.run.files]
+    one_sha = hub.commit_sha("org/one")
+    assert labels[:2] == [str(single), f"hf://org/one/one.gguf@{one_sha}"]
+    assert labels[-1] == f"hf://conv/Mix-GGUF@{sha}"
+    assert len(labels) == 2 + len(QUANTS) + 1
+
+    report = json.loads(ta.format("json"))
+    files = {fd["path"]: fd for fd in report["files"]}
+    assert "remote" not in files[str(single)]
+    assert files[f"hf://org/one/one.gguf@{one_sha}"]["remote"]["revision"] == one_sha
+    assert [r["target"] for r in report["repos"]] == [f"hf://conv/Mix-GGUF@{sha}"]
+    assert report["remote"]["files"] == 1 + len(QUANTS)
+    assert report["remote"]["bytes_fetched"] == sum(r.bytes_sent for r in hub.log if "/resolve/" in r.path)
+    gt550 = [f for fd in report["files"] for f in fd["findings"] if f["code"] == "GT550"]
+    assert [f["location"]["file"] for f in gt550] == [f"hf://conv/Mix-GGUF/model-Q6_K.gguf@{sha}"]
+
+    schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+    sarif = json.loads(ta.format("sarif"))
+    jsonschema.validators.validator_for(schema)(schema).validate(sarif)
+    rule_ids = {r["ruleId"] for r in sarif["runs"][0]["results"]}
+    assert "GT550" in rule_ids
+    text = ta.format("text")
+    assert "GT550" in text and f"remote: {1 + len(QUANTS)} header(s) read over HTTP" in text
+
+
+def test_audit_targets_repo_check_on_a_folder(quant_dir: Callable[..., Path]) -> None:
+    from gguftpl.repo import audit_targets
+
+    folder = quant_dir({"A": {"templates": both_templates()}, "B": {"templates": {"default": CHATML}}})
+    plain = audit_targets([str(folder)], upstream=False)
+    checked = audit_targets([str(folder)], repo_check=True, upstream=False)
+    assert not [f for f in plain.run.findings if f.code.startswith("GT55")]
+    assert [(f.code, f.location.file) for f in checked.run.findings if f.code.startswith("GT55")] == [
+        ("GT550", str(folder / "model-B.gguf"))
+    ]
+    assert checked.exit_code("error") == 1
+
+
+def test_terminal_progress_only_on_a_tty() -> None:
+    import io
+
+    from gguftpl.repo import TerminalProgress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    quiet, tty = io.StringIO(), Tty()
+    for stream in (quiet, tty):
+        p = TerminalProgress(stream)
+        for i in range(1, 4):
+            p(i, 3, f"q{i}.gguf")
+        p.done()
+    assert quiet.getvalue() == ""
+    out = tty.getvalue()
+    assert "3/3 q3.gguf" in out and out.count("\r") >= 4 and out.endswith("\r")

@@ -14,6 +14,7 @@ Fixture API
         hub.add_repo("org/name", {...}, revision="v2")  # another branch/tag, its own commit
         hub.add_file("org/name", "model.gguf", src_path, revision="main")  # copy (or hardlink) a big file
         hub.set_gated("org/name")                    # every request answers 403 X-Error-Code: GatedRepo
+        hub.set_gated("org/name", token="hf_x")      # ... unless it carries "Authorization: Bearer hf_x"
         hub.url                                      # "http://127.0.0.1:PORT"
         hub.file_url("org/name", "model.gguf")       # .../org/name/resolve/main/model.gguf
         hub.log                                      # list[Request(method, path, range, status, bytes_sent)]
@@ -80,7 +81,7 @@ class HubServer:
         self.drop_connection: bool | int = False
         self.drop_after_bytes: int | None = None
         self.latency = 0.0
-        self._gated: set[str] = set()
+        self._gated: dict[str, str | None] = {}  # repo -> token that opens it (None: nothing does)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -110,8 +111,11 @@ class HubServer:
             shutil.copyfile(src, p)
         return self._set_ref(repo_id, revision)
 
-    def set_gated(self, repo_id: str, gated: bool = True) -> None:
-        (self._gated.add if gated else self._gated.discard)(repo_id)
+    def set_gated(self, repo_id: str, gated: bool = True, token: str | None = None) -> None:
+        if gated:
+            self._gated[repo_id] = token
+        else:
+            self._gated.pop(repo_id, None)
 
     def commit_sha(self, repo_id: str, revision: str = "main") -> str:
         return self._refs(repo_id)[revision]
@@ -364,6 +368,9 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- helpers -----------------------------------------------------------------------------------------
     def _gated_reply(self, repo_id: str, head: bool) -> bool:
         if repo_id in self.hub._gated:
+            token = self.hub._gated[repo_id]
+            if token is not None and self.headers.get("Authorization") == f"Bearer {token}":
+                return False
             self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted.", head)
             return True
         return False

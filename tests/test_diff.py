@@ -129,6 +129,21 @@ def test_seed_case_tool_use_lost_in_conversion(make_gguf, hub, tmp_path, samples
     assert f"--from-hub {HERMES}" in text.stdout
 
 
+def test_remote_gguf_header_only(samples_dir, hub, tmp_path) -> None:
+    """diff reads a GGUF on the Hub by its header (HTTP Range), never the whole file."""
+    sample = samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf"
+    quant_repo = "bartowski/Hermes-2-Pro-Mistral-7B-GGUF"
+    hub.add_file(quant_repo, "Hermes-2-Pro-Mistral-7B-Q4_K_M.gguf", sample)
+    hub.add_repo(HERMES, upstream_files_for(sample, hermes()))
+    url = f"hf://{quant_repo}/Hermes-2-Pro-Mistral-7B-Q4_K_M.gguf"
+    r = cli_subprocess(["diff", url, "--hub", HERMES, "--format", "json", "--no-behaviour"], hub, tmp_path / "hf")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    assert out["file"].startswith(url) and out["summary"]["lost_templates"] == ["tool_use"]
+    gguf_reads = [r for r in hub.log if r.path.endswith(".gguf") and r.method == "GET"]
+    assert gguf_reads and all(r.range for r in gguf_reads)
+
+
 def test_behaviour_first_difference_is_located(make_gguf) -> None:
     tpl = hermes()
     changed = tpl["tool_use"].replace("You are a function calling AI model.", "You are a helpful model.")

@@ -182,6 +182,15 @@ def test_gated_repo(hub: HubServer) -> None:
         fetch(hub, "org/gated")
 
 
+def test_hf_token_opens_a_gated_repo(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.add_repo("org/gated", {"tokenizer_config.json": tokenizer_config("X")})
+    hub.set_gated("org/gated", token="hf_testtoken")
+    with pytest.raises(HubError, match="gated"):
+        fetch(hub, "org/gated", token="hf_wrong")
+    monkeypatch.setenv("HF_TOKEN", "hf_testtoken")  # read at call time, not at import
+    assert fetch(hub, "org/gated").templates == {"default": "X"}
+
+
 def test_offline_warm_and_cold_cache(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
     tpl = hermes_templates()
     sha = hub.add_repo(HERMES, {"tokenizer_config.json": tokenizer_config(tpl)})

@@ -54,7 +54,7 @@ def resolve_upstream(
 
 
 @click.command("diff")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", metavar="FILE_OR_URL")
 @click.option("--hub", "hub", metavar="REPO[@REV]", help="Compare with this Hugging Face repo (at a revision).")
 @click.option("--revision", metavar="REV", help="Branch, tag or commit of --hub (default main).")
 @click.option(
@@ -86,19 +86,24 @@ def command(
 ) -> None:
     """Compare FILE's chat templates and special tokens with its upstream repo.
 
+    FILE may be a local GGUF or a Hub URL (hf://ORG/REPO/FILE.gguf, https://…/resolve/…): only the header
+    is read, with HTTP Range requests.
+
     Without --hub/--upstream/--catalog the repo is discovered from the GGUF's metadata
     (general.base_model.N.repo_url, general.source.*) or the bundled catalog, and the report says how.
     Exit 0 when identical, 1 when something differs, 2 on error.
     """
     from gguftpl.errors import UsageError
-    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.open import open_header
     from gguftpl.templates.templateset import load_templateset
     from gguftpl.upstream.diff import diff_templateset
 
     if context < 0:
         raise UsageError("--context must be >= 0")
-    with read_header(file) as header:
+    header, label, _ = open_header(file)  # a local path, or hf:// / https:// (header bytes only, HTTP Range)
+    with header:
         tset = load_templateset(header)
+        tset.path = label
         up, how = resolve_upstream(
             tset, hub=hub, revision=revision, upstream=upstream, catalog=catalog, catalog_fallback=not no_fallback
         )

@@ -241,6 +241,29 @@ def test_discovery_and_errors_in_the_cli(make_gguf, hub, tmp_path) -> None:
     assert res.exit_code == 2 and "cannot be used together" in res.output
 
 
+def test_offline_cli_warm_and_cold(make_gguf, hub, tmp_path) -> None:
+    """HF_HUB_OFFLINE in the environment of a fresh process: the warm cache answers, a cold one is exit 2."""
+    tpl = hermes()
+    gguf = make_gguf(templates=tpl)
+    hub.add_repo(HERMES, upstream_files_for(gguf, tpl))
+    home = tmp_path / "hf"
+    assert cli_subprocess(["diff", str(gguf), "--hub", HERMES, "--no-behaviour"], hub, home).returncode == 0
+    hub.clear_log()
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_OFFLINE="1")
+    run = [sys.executable, "-m", "gguftpl", "diff", str(gguf), "--no-behaviour", "--no-fallback", "--hub"]
+    warm = subprocess.run([*run, HERMES], env=env, capture_output=True, text=True)
+    assert warm.returncode == 0, warm.stderr
+    assert "offline" in warm.stderr and "local cache (offline)" in warm.stdout
+    cold = subprocess.run([*run, "org/other"], env=env, capture_output=True, text=True)
+    assert cold.returncode == 2 and "HF_HUB_OFFLINE" in cold.stderr and cold.stderr.count("\n") == 1
+    assert hub.log == []
+
+
+def test_upstream_sample_matches_the_catalog(samples_dir) -> None:
+    res = cli(["diff", str(samples_dir / "hermes-2-pro-mistral-7b.upstream.gguf"), "--catalog", HERMES])
+    assert res.exit_code == 0, res.output
+
+
 def test_catalog_source_in_the_cli(make_gguf) -> None:
     gguf = make_gguf(templates={"default": CHATML})
     res = cli(["diff", str(gguf), "--catalog", HERMES, "--no-behaviour"])

@@ -24,6 +24,7 @@ Fixture API
         hub.drop_connection = 2                      # ... only the next 2 requests
         hub.drop_after_bytes = 100                   # send headers + 100 body bytes, then close
         hub.latency = 0.05                           # seconds to wait before answering (a far-away Hub)
+        hub.fail_status = 503                        # answer every request with this HTTP error status
     tokenizer_config({"default": A, "tool_use": B}, bos_token="<s>")  # -> tokenizer_config.json text
 
 Directory layout on disk (``root``): ``<org>/<repo>/<rev>/<files>``; ``<org>/<repo>/refs.json`` maps
@@ -81,6 +82,7 @@ class HubServer:
         self.drop_connection: bool | int = False
         self.drop_after_bytes: int | None = None
         self.latency = 0.0
+        self.fail_status: int | None = None
         self._gated: dict[str, str | None] = {}  # repo -> token that opens it (None: nothing does)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -223,6 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         if self.hub.latency > 0:
             time.sleep(self.hub.latency)
+        if self.hub.fail_status is not None:
+            self._error(self.hub.fail_status, "ServerError", f"HTTP {self.hub.fail_status} (test switch)", head)
+            return
         if self.hub._take_drop():
             self.hub._record(Request(self.command, self.path, rng, 0, 0))
             self._drop()

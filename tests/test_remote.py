@@ -293,3 +293,28 @@ def test_token_goes_to_the_hub_only(hub: HubServer, monkeypatch: pytest.MonkeyPa
     assert src._headers.get("authorization") == "Bearer hf_secret_for_test"
     foreign, _, _, _ = open_remote("http://127.0.0.2:1/some/m.gguf")
     assert "authorization" not in {k.lower() for k in foreign._headers}
+
+
+def test_server_errors_are_retried_then_reported(hub: HubServer, make_gguf: Any) -> None:
+    hub.add_file("org/m", "m.gguf", make_gguf("m.gguf"))
+    hub.fail_status = 503
+    with pytest.raises(HubError, match="server error HTTP 503") as info:
+        read_remote_header("hf://org/m/m.gguf", retries=1)
+    assert "\n" not in str(info.value)
+    assert [r.status for r in gets(hub)] == [503, 503]
+    hub.fail_status = 500
+    hub.clear_log()
+    with pytest.raises(HubError, match="HTTP 500"):
+        read_remote_header("hf://org/m/m.gguf", retries=0)
+    assert len(gets(hub)) == 1
+
+
+def test_hf_token_opens_a_gated_repo(hub: HubServer, make_gguf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_gguf("m.gguf", templates={"default": CHATML})
+    hub.add_file("org/gated", "m.gguf", path)
+    hub.set_gated("org/gated", token="hf_open_sesame")
+    with pytest.raises(HubError, match="gated"):
+        read_remote_header("hf://org/gated/m.gguf", retries=0)
+    monkeypatch.setenv("HF_TOKEN", "hf_open_sesame")
+    rr = read_remote_header("hf://org/gated/m.gguf", retries=0)
+    assert rr.header.get("tokenizer.chat_template") == CHATML

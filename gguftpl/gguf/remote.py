@@ -466,7 +466,7 @@ class RemoteSource:
             # Range ignored: the body is the whole file from byte 0. Keep the stream and read on demand.
             self.stats.range_ignored = True
             self._stream = response
-            self._stream_iter = response.iter_raw(_STREAM_READ)
+            self._stream_iter = _body(response)
             self._stream_pos = 0
             length = _int(response.headers.get("Content-Length"))
             if length is not None and self.size is None and not response.headers.get("Content-Encoding"):
@@ -485,7 +485,7 @@ class RemoteSource:
         got = 0
         errors = _transport_errors(self._session())
         try:
-            for piece in response.iter_raw(_STREAM_READ):
+            for piece in _body(response):
                 take = piece[: want - got]
                 self._buf += take
                 got += len(take)
@@ -532,7 +532,7 @@ class RemoteSource:
             if response.status_code == 200:
                 out = bytearray()
                 pos = 0
-                for piece in response.iter_raw(_STREAM_READ):
+                for piece in _body(response):
                     self.stats.bytes_fetched += len(piece)
                     lo, hi = max(start - pos, 0), min(end - pos, len(piece))
                     if lo < hi:
@@ -561,6 +561,14 @@ class _Retry(Exception):
     def __init__(self, error: HubError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _body(response: Any) -> Iterator[bytes]:
+    """The body as stored bytes. We ask for ``identity``; a server that compresses anyway is decoded."""
+    enc = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    if enc == "identity":
+        return iter(response.iter_raw(_STREAM_READ))
+    return iter(response.iter_bytes(_STREAM_READ))
 
 
 def _int(v: str | None) -> int | None:

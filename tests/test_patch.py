@@ -1,0 +1,190 @@
+"""Rewriting templates: tensors byte-identical (checked independently), atomic, refuses unsafe outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gguftpl.errors import GGUFFormatError, PatchError, TemplateError
+from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.writer import write_gguf
+from gguftpl.patching import patch_templates
+from gguftpl.templates.templateset import load_templateset
+from tests.conftest import CHATML, ROOT
+
+HERMES_TOOL_USE = (
+    ROOT / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
+).read_text(encoding="utf-8")
+
+
+def _tensor_bytes_gguf_py(path) -> dict[str, bytes]:
+    """Independent reader: gguf-py maps the file and slices each tensor by its own arithmetic."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    return {t.name: t.data.tobytes() for t in reader.tensors}
+
+
+def _templates_gguf_py(path) -> dict[str, str]:
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    return {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.chat_template")}
+
+
+def test_patch_smollm2_with_hermes_tool_use(tmp_path, corpus_file):
+    src = corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+    out = tmp_path / "smol.tool_use.gguf"
+    before = src.stat().st_mtime_ns, src.stat().st_size
+    result = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE})
+    assert (src.stat().st_mtime_ns, src.stat().st_size) == before
+    assert result.proof.data_identical and result.proof.tensor_infos_identical and result.readback_ok
+    assert result.proof.data_bytes > 90_000_000
+
+    # an independent reader sees identical tensors and both templates
+    a, b = _tensor_bytes_gguf_py(src), _tensor_bytes_gguf_py(out)
+    assert list(a) == list(b) and len(a) == 272
+    assert all(a[name] == b[name] for name in a)
+    tpls = _templates_gguf_py(out)
+    assert tpls["tokenizer.chat_template.tool_use"] == HERMES_TOOL_USE
+    assert tpls["tokenizer.chat_template"] == load_templateset(read_header(src)).default.text
+    assert tpls["tokenizer.chat_templates"] == ["tool_use"]
+    # every other key is unchanged
+    h_src, h_out = read_header(src), read_header(out)
+    for key in h_src.kv:
+        assert h_src.get(key) == h_out.get(key), key
+
+
+def test_llama_cpp_sees_both_templates(tmp_path, corpus_file):
+    xllamacpp = pytest.importorskip("xllamacpp")
+    import urllib.request
+
+    out = tmp_path / "smol.tool_use.gguf"
+    patch_templates(corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf"), out, {"tool_use": HERMES_TOOL_USE})
+    p = xllamacpp.CommonParams()
+    p.model.path = str(out)
+    p.n_ctx = 512
+    p.warmup = False
+    p.hostnames = ["127.0.0.1"]
+    p.port = 0
+    p.ui = False
+    srv = xllamacpp.Server(p)
+    try:
+        with urllib.request.urlopen(f"{srv.listening_address}/props", timeout=30) as resp:
+            props = json.load(resp)
+    finally:
+        del srv
+    # llama.cpp drops one trailing newline, as Jinja does by default (keep_trailing_newline=False)
+    assert props["chat_template_tool_use"] == HERMES_TOOL_USE.removesuffix("\n")
+    assert "<|im_start|>" in props["chat_template"]
+
+
+def test_set_replace_remove_and_list(make_gguf, tmp_path):
+    src = make_gguf("m.gguf", templates={"default": CHATML, "rag": "{{ messages }}"})
+    out = tmp_path / "o.gguf"
+    r = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE, "default": "{{ 'x' }}"}, ["rag"])
+    actions = {i.name: i.action for i in r.plan.items}
+    assert actions == {"rag": "remove", "tool_use": "add", "default": "replace"}
+    ts = load_templateset(read_header(out))
+    assert set(ts.templates) == {"default", "tool_use"}
+    assert ts.listed_names == ["tool_use"] and ts.list_mismatch is None
+    # removing the last named template removes the list key too
+    out2 = tmp_path / "o2.gguf"
+    patch_templates(out, out2, {}, ["tool_use"])
+    h = read_header(out2)
+    assert "tokenizer.chat_templates" not in h and "tokenizer.chat_template.tool_use" not in h
+
+
+def test_refusals_leave_nothing_behind(make_gguf, tmp_path):
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    original = src.read_bytes()
+    with pytest.raises(PatchError, match="output is the input"):
+        patch_templates(src, src, {"tool_use": HERMES_TOOL_USE})
+    existing = tmp_path / "exists.gguf"
+    existing.write_bytes(b"keep me")
+    with pytest.raises(PatchError, match="--force"):
+        patch_templates(src, existing, {"tool_use": HERMES_TOOL_USE})
+    assert existing.read_bytes() == b"keep me"
+    with pytest.raises(TemplateError, match="line 1"):
+        patch_templates(src, tmp_path / "x.gguf", {"default": "{% if %}"})
+    with pytest.raises(PatchError, match="must be 'default' or letters"):
+        patch_templates(src, tmp_path / "x.gguf", {"bad name": CHATML})
+    with pytest.raises(PatchError, match="nothing to change"):
+        patch_templates(src, tmp_path / "x.gguf", {"default": CHATML})
+    with pytest.raises(PatchError, match="no template named"):
+        patch_templates(src, tmp_path / "x.gguf", {}, ["tool_use"])
+    assert src.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exists.gguf", "m.gguf"]
+
+
+def test_in_place_and_force(make_gguf, tmp_path):
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    tensors = _tensor_bytes_gguf_py(src)
+    inode = src.stat().st_ino
+    patch_templates(src, None, {"tool_use": HERMES_TOOL_USE}, in_place=True)
+    assert src.stat().st_ino != inode  # replaced by rename, never written in place
+    assert _tensor_bytes_gguf_py(src) == tensors
+    out = tmp_path / "o.gguf"
+    out.write_bytes(b"old")
+    patch_templates(src, out, {"default": "{{ 'y' }}"}, force=True)
+    assert load_templateset(read_header(out)).default.text == "{{ 'y' }}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "o.gguf"]
+
+
+def test_truncated_tensor_data_is_refused(make_gguf, tmp_path):
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    data = src.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) - 100])
+    with pytest.raises(GGUFFormatError, match="truncated"):
+        patch_templates(cut, tmp_path / "o.gguf", {"tool_use": HERMES_TOOL_USE})
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def _big_sparse_gguf(path, n_floats: int) -> None:
+    write_gguf(
+        path, {"general.architecture": "llama", "tokenizer.chat_template": CHATML}, [("big", (n_floats,), 0, b"")]
+    )
+    h = read_header(path)
+    with open(path, "r+b") as fh:
+        fh.truncate(h.data_offset + 4 * n_floats)
+        fh.seek(h.data_offset + 4 * n_floats - 4)
+        fh.write(b"\x01\x02\x03\x04")
+
+
+def test_sigkill_mid_copy_leaves_input_intact_and_no_output(tmp_path):
+    src = tmp_path / "big.gguf"
+    _big_sparse_gguf(src, 16 * 1024 * 1024)  # 64 MiB of tensor data
+    before = src.read_bytes()
+    out = tmp_path / "out.gguf"
+    child = textwrap.dedent(
+        f"""
+        import sys, time
+        import gguftpl.gguf.writer as w
+        w.COPY_CHUNK = 1 << 20
+        from gguftpl.patching import patch_templates
+        def progress(done, total):
+            if done >= 4 << 20:
+                print("copying", flush=True)
+                time.sleep(60)
+        patch_templates({str(src)!r}, {str(out)!r}, {{"tool_use": "{{{{ 'x' }}}}"}}, progress=progress)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"copying"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()
+    assert os.listdir(tmp_path) == ["big.gguf"]  # not even a temp file: the output was an unnamed inode
+    assert src.read_bytes() == before

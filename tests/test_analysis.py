@@ -397,6 +397,7 @@ def test_set_special_token_checks(make_gguf: Any) -> None:
     found = {f.code: f for f in result.findings}
     assert found["GT301"].extra["marker"] == "<|mystery|>"
     assert found["GT303"].extra["marker"] == "<|im_end|>"
+    assert found["GT303"].severity is Severity.INFO  # llama.cpp stops on <|im_end|> by name
     assert "GT304" in found
     # With the end-of-turn marker as EOS and no BOS added, both go away.
     path = make_gguf(
@@ -429,3 +430,15 @@ def test_set_marker_typed_normal(make_gguf: Any) -> None:
     found = {f.code: f for f in _analyze(path).findings}
     assert found["GT302"].extra["marker"] == "<|im_start|>"
     assert "GT301" not in found
+
+
+def test_unknown_end_of_turn_marker_is_a_warning(make_gguf: Any) -> None:
+    text = "{% for m in messages %}<|turn|>{{ m.role }}\n{{ m.content }}<|turn_done|>\n{% endfor %}"
+    text += "{% if add_generation_prompt %}<|turn|>assistant\n{% endif %}"
+    specials = ("<s>", "</s>", "<|turn|>", "<|turn_done|>")
+    path = make_gguf("eot.gguf", templates={"default": text}, specials=specials, bos="<s>", eos="</s>")
+    found = {f.code: f for f in _analyze(path).findings}
+    assert found["GT303"].severity is Severity.WARNING
+    assert found["GT303"].extra["marker"] == "<|turn_done|>"
+    path = make_gguf("eot2.gguf", templates={"default": text}, specials=specials, bos="<s>", eos="<|turn_done|>")
+    assert "GT303" not in {f.code for f in _analyze(path).findings}

@@ -20,6 +20,23 @@ if TYPE_CHECKING:
     from gguftpl.templates.templateset import TemplateSet
 
 _EVIDENCE_MAX = 400
+LLAMACPP_EOG_BY_TEXT = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+    }
+)
+"""Tokens llama.cpp adds to its end-of-generation set by their text (llama-vocab.cpp, late 2025)."""
 
 
 @dataclass
@@ -320,7 +337,7 @@ def analyze_template_text(
     tool_probes = ("tools", "assistant tool call", "tool round trip")
     for label, err in s.hf_errors:
         severity: Severity | None = None
-        if label in tool_probes and not report.tools_in_prompt:
+        if label in tool_probes and report.tools_static is False:
             continue  # a template without tool support failing on tool messages says nothing new (GT201)
         if err.kind == "security" and "__" in str(err):
             rule = rules.SANDBOX_ESCAPE
@@ -331,9 +348,9 @@ def analyze_template_text(
         else:
             rule = rules.TEMPLATE_RENDER_ERROR
             msg = f"rendering the {label} probe raised {err.exc_type or 'an error'}: {err}"
-            if details.get("requires_tools") and label not in tool_probes:
-                # llama.cpp picks a named tool template only when tools are passed.
-                msg = f"the template fails when no tools are passed ({label} probe): {err}"
+            if label not in tool_probes and (details.get("requires_tools") or name != "default"):
+                # llama.cpp picks a named template only for tool (or document) requests.
+                msg = f"the template fails on a conversation without tools ({label} probe): {err}"
                 severity = Severity.WARNING if name == "default" else Severity.INFO
         if str(err) in seen_errors:
             continue
@@ -562,12 +579,19 @@ def _token_findings(tset: TemplateSet, r: TemplateReport, file: str, tokens: Any
         is_stop = eot in stop_texts or (eot_id is not None and eot_id in stop_ids)
         if not is_stop:
             names = ", ".join(f"{role}={t.text!r}" for role, t in stops.items())
+            known = eot in LLAMACPP_EOG_BY_TEXT
+            why = (
+                "llama.cpp stops on it by name, other runtimes that stop on EOS/EOT do not"
+                if known
+                else "generation may not stop"
+            )
             out.append(
                 make_finding(
                     rules.END_OF_TURN_NOT_EOG,
-                    f"assistant turns end with {eot!r}, which is not a stop token ({names}); generation may not stop",
+                    f"assistant turns end with {eot!r}, which is not a stop token ({names}): {why}",
                     loc,
                     template=r.name,
+                    severity=Severity.INFO if known else None,
                     evidence=eot,
                     marker=eot,
                 )

@@ -280,7 +280,7 @@ def check_consistency(
                             Location(file=e.label, key=key),
                             template=tname,
                             evidence=f"carried by: {', '.join(n for n, _ in having)}",
-                            fix=f"copy {key} from {majority_files[0]} into {e.name}",
+                            fix=_copy_fix(majority_files[0], e.name, tname),
                             carried_by=[n for n, _ in having],
                         )
                     )
@@ -293,7 +293,7 @@ def check_consistency(
                             Location(file=e.label, key=key),
                             template=tname,
                             evidence=_diff_excerpt(majority, e.templates[tname], majority_files[0], e.name),
-                            fix=f"re-convert {e.name}, or copy {key} from {majority_files[0]}",
+                            fix=_copy_fix(majority_files[0], e.name, tname),
                             majority_files=majority_files,
                         )
                     )
@@ -319,6 +319,15 @@ def check_consistency(
                     )
                 )
     return findings
+
+
+def _copy_fix(source: str, target: str, tname: str) -> str:
+    """Commands that copy template ``tname`` from the quant ``source`` into ``target`` (names in the repo)."""
+    jinja = shlex.quote(f"{tname}.jinja")
+    return (
+        f"gguftpl inspect {shlex.quote(source)} --template {shlex.quote(tname)} --raw > {jinja} && "
+        f"gguftpl patch {shlex.quote(target)} --template {shlex.quote(tname)}={jinja} -o FIXED.gguf"
+    )
 
 
 def _fmt_tok(v: Any) -> str:
@@ -461,7 +470,7 @@ def _upstream_check(
                     Location(file=target),
                     template=(missing + differing)[0],
                     evidence="\n".join(evidence) or f"upstream templates: {', '.join(sorted(ups))}",
-                    fix=f"gguftpl patch FILE --from-hub {shlex.quote(repo)} (for each quant)",
+                    fix=f"gguftpl patch QUANT.gguf --from-hub {shlex.quote(repo)} -o FIXED.gguf (for each quant)",
                     upstream=repo,
                     upstream_revision=cfg.commit_sha,
                     missing=missing,

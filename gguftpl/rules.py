@@ -48,7 +48,10 @@ REPO_TEMPLATE_MISSING = register(
             "silently fails for that quant only (unsloth #2744)."
         ),
         example="Q4_K_M has `tokenizer.chat_template.tool_use`; Q5_K_M of the same model has none.",
-        fix="Copy the missing template into that quant (`gguftpl patch FILE --from-file OTHER.gguf`) and re-upload.",
+        fix=(
+            "Copy the template from a quant that has it: `gguftpl inspect OTHER.gguf --template tool_use --raw > "
+            "t.jinja`, then `gguftpl patch FILE --template tool_use=t.jinja -o FIXED.gguf`, and re-upload."
+        ),
     )
 )
 
@@ -63,7 +66,10 @@ REPO_TEMPLATE_DIFFERS = register(
             "files were converted at another time or from another source; their prompts differ."
         ),
         example="Q8_0 was converted before the upstream template fix; Q4_K_M after.",
-        fix="Re-convert the odd quants, or patch their template to match the others (or upstream).",
+        fix=(
+            "Re-convert the odd quants, or give them the others' template "
+            "(`gguftpl patch FILE --template NAME=t.jinja`) or upstream's (`gguftpl patch FILE --from-hub ORG/REPO`)."
+        ),
     )
 )
 
@@ -75,7 +81,7 @@ REPO_SPECIAL_TOKENS_DIFFER = register(
         "Special tokens (BOS/EOS/EOT… ids or texts, add_bos/add_eos) differ between quants of the same model.",
         why="A different EOS id makes one quant run on past the end of its turn or stop early.",
         example="Q4_K_M has eos 2 `<|im_end|>`; Q6_K has eos 0 `<|endoftext|>`.",
-        fix="Re-convert the odd quants, or set the token ids with `gguftpl patch`.",
+        fix="Re-convert the odd quants from the same source and converter version as the others.",
     )
 )
 
@@ -90,7 +96,7 @@ REPO_UPSTREAM_DRIFT = register(
             "reaches users of the GGUF repo, whichever quant they pick."
         ),
         example="Every quant embeds ChatML; upstream ships `default` and `tool_use`.",
-        fix="Patch each quant from the Hub (`gguftpl patch FILE --from-hub ORG/REPO`) and re-upload.",
+        fix="Patch each quant from the Hub (`gguftpl patch FILE --from-hub ORG/REPO -o FIXED.gguf`) and re-upload.",
     )
 )
 
@@ -101,6 +107,7 @@ REPO_UPSTREAM_UNKNOWN = register(
         Severity.INFO,
         "The repo's templates were not compared with an upstream model (unknown, or not reachable).",
         why="Consistency between quants says nothing about whether they all carry the right template.",
+        example="No `general.base_model.*`/`general.source.*` keys and no catalog match; or the Hub is offline.",
         fix="Name the upstream with `--upstream ORG/REPO`, or run where the Hub is reachable.",
     )
 )
@@ -112,6 +119,7 @@ REPO_SPLIT_INCOMPLETE = register(
         Severity.ERROR,
         "A split GGUF (`NAME-0000k-of-0000n.gguf`) is missing shards, or its first shard.",
         why="llama.cpp loads a split model from its first shard and needs every shard; the metadata is in shard 1.",
+        example="`m-00001-of-00003.gguf` and `m-00003-of-00003.gguf`, no `m-00002-of-00003.gguf`.",
         fix="Upload the missing shards (gguf-split --merge / --split to regenerate them).",
     )
 )
@@ -123,6 +131,11 @@ REPO_MODELS_GROUPED = register(
         Severity.INFO,
         "The GGUFs belong to more than one model (by architecture and vocabulary); each is checked on its own.",
         why="Quants are only compared with quants of the same model; a projector or draft model is not a quant.",
+        example="`model-Q4_K_M.gguf` (llama) next to `mmproj-model-f16.gguf` (clip).",
+        fix=(
+            "Nothing, if the other model belongs there (a vision projector, a draft model); otherwise publish it "
+            "in its own repo."
+        ),
     )
 )
 
@@ -378,8 +391,7 @@ UPSTREAM_TEMPLATE_LOST = register(
         "The upstream repo ships a named chat template (e.g. `tool_use`) that this GGUF does not carry.",
         why="It was lost in conversion or re-quantisation. When the lost template is the one that reads `tools`, "
         "runtimes render a template that drops the tool schemas: tool calling silently fails.",
-        example="Upstream `chat_template` is a list [default, tool_use]; the GGUF has only "
-        "`tokenizer.chat_template`.",
+        example="Upstream `chat_template` is a list [default, tool_use]; the GGUF has only `tokenizer.chat_template`.",
         fix="Copy the upstream templates into the GGUF: `gguftpl patch FILE --from-hub REPO -o OUT.gguf`.",
     )
 )

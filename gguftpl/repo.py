@@ -223,8 +223,15 @@ def _template_key(name: str) -> str:
 
 
 def _same_text(a: str, b: str) -> bool:
-    # a trailing newline from chat_template.jinja is not a different template
-    return a == b or a.strip() == b.strip()
+    # jinja2 drops one trailing newline of a template source (keep_trailing_newline=False, the setting
+    # transformers renders with), so `chat_template.jinja`'s final newline does not make another template
+    return a == b or _drop_final_newline(a) == _drop_final_newline(b)
+
+
+def _drop_final_newline(s: str) -> str:
+    if s.endswith("\r\n"):
+        return s[:-2]
+    return s[:-1] if s.endswith("\n") else s
 
 
 def check_consistency(
@@ -469,6 +476,8 @@ def _upstream_check(
                     f"{gname}: the quants' templates drift from upstream {cfg.label}: " + "; ".join(parts),
                     Location(file=target),
                     template=(missing + differing)[0],
+                    # a template upstream ships and no quant carries is the silent tool-calling failure
+                    severity=Severity.ERROR if missing else None,
                     evidence="\n".join(evidence) or f"upstream templates: {', '.join(sorted(ups))}",
                     fix=f"gguftpl patch QUANT.gguf --from-hub {shlex.quote(repo)} -o FIXED.gguf (for each quant)",
                     upstream=repo,

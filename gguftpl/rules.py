@@ -90,7 +90,7 @@ REPO_UPSTREAM_DRIFT = register(
         "GT553",
         "repo-upstream-drift",
         Severity.WARNING,
-        "The quants agree with each other, but their templates differ from the upstream base model's.",
+        "The quants' templates differ from the upstream model's (an error when upstream ships a template none carry).",
         why=(
             "A template upstream changed (or a named template such as `tool_use`) after conversion never "
             "reaches users of the GGUF repo, whichever quant they pick."

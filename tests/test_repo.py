@@ -219,6 +219,7 @@ def test_upstream_drift_when_all_quants_lost_tool_use(
     assert codes(ra) == [("GT553", f"hf://conv/Base-GGUF@{sha}")]
     (f,) = ra.findings
     assert f.extra["missing"] == ["tool_use"] and f.extra["differing"] == []
+    assert f.severity.value == "error"  # upstream ships tool_use and no quant has it: the Hermes failure
     assert f.extra["upstream"] == "org/Base" and f.extra["upstream_revision"] == base_sha
     assert ra.upstream is not None
     assert [g["status"] for g in ra.upstream["groups"].values()] == ["checked"]
@@ -365,3 +366,15 @@ def test_terminal_progress_only_on_a_tty() -> None:
     assert quiet.getvalue() == ""
     out = tty.getvalue()
     assert "3/3 q3.gguf" in out and out.count("\r") >= 4 and out.endswith("\r")
+
+
+def test_a_final_newline_is_not_a_different_template(quant_dir: Callable[..., Path]) -> None:
+    folder = quant_dir(
+        {
+            "A": {"templates": {"default": CHATML}},
+            "B": {"templates": {"default": CHATML + "\n"}},  # as read from a chat_template.jinja file
+            "C": {"templates": {"default": " " + CHATML}},  # a leading space is rendered: a real difference
+        }
+    )
+    ra = audit_local_dir(folder, upstream=False)
+    assert codes(ra) == [("GT551", str(folder / "model-C.gguf"))]

@@ -223,12 +223,21 @@ class _Analysis:
 
 class AnalysisCache:
     """Template-set analyses keyed by a fingerprint of everything they read. Share one across calls (e.g.
-    a long-running process) to skip files already seen."""
+    a long-running process) to skip files already seen.
+
+    Two levels: ``_store`` maps a template-set fingerprint to its analysis; ``_by_header`` maps a hash of
+    the raw metadata bytes (minus keys that differ between quants and that template sets never read) to
+    that fingerprint, so a second quant of a model skips even decoding its vocabulary."""
 
     def __init__(self) -> None:
         self._store: dict[str, _Analysis] = {}
+        self._by_header: dict[str, tuple[str, str | None, str]] = {}
         self.hits = 0
+        """Files whose analysis came from the cache (either level)."""
         self.misses = 0
+        """Template sets analysed."""
+        self.header_hits = 0
+        """Files answered from the raw-metadata level, without building a template set."""
 
     def get_or_compute(self, key: str, compute: Callable[[], _Analysis]) -> tuple[_Analysis, bool]:
         found = self._store.get(key)
@@ -240,8 +249,52 @@ class AnalysisCache:
         self._store[key] = result
         return result, False
 
+    def lookup_header(self, header_key: str) -> tuple[_Analysis, str | None, str] | None:
+        entry = self._by_header.get(header_key)
+        if entry is None:
+            return None
+        key, repo, how = entry
+        self.hits += 1
+        self.header_hits += 1
+        return self._store[key], repo, how
+
+    def remember_header(self, header_key: str, key: str, repo: str | None, how: str) -> None:
+        self._by_header[header_key] = (key, repo, how)
+
     def __len__(self) -> int:
         return len(self._store)
+
+
+# Metadata that differs between quants of one model and that a template set never reads (a test checks
+# that load_templateset gives equal template sets for files that differ only here).
+_QUANT_KEYS = ("general.file_type", "general.quantization_version")
+_QUANT_PREFIXES = ("quantize.", "split.")
+
+
+def _header_key(header: Any, engine: str) -> str | None:
+    """sha256 of the raw bytes of every metadata pair except the per-quant ones, for local files; None
+    when the bytes cannot be re-read (remote sources take the template-set path every time)."""
+    path = getattr(header, "path", None)
+    kvs = getattr(header, "kv", None)
+    start, end = getattr(header, "kv_start", None), getattr(header, "kv_end", None)
+    if not (isinstance(path, str) and isinstance(kvs, dict) and isinstance(start, int) and isinstance(end, int)):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            raw = fh.read(end - start)
+    except OSError:
+        return None
+    if len(raw) != end - start:
+        return None
+    h = hashlib.sha256(f"engine={engine}\nbyteorder={getattr(header, 'byteorder', '')}\n".encode())
+    for kv in kvs.values():
+        if kv.key in _QUANT_KEYS or kv.key.startswith(_QUANT_PREFIXES):
+            continue
+        h.update(raw[kv.offset - start : kv.end - start])
+    return h.hexdigest()
 
 
 # --- the audit ----------------------------------------------------------------------------------------
@@ -310,10 +363,18 @@ def audit_header(
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
     try:
-        tset = load_templateset(header)
-        audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
-        key = _fingerprint(tset, header, audit.upstream_repo, engine)
-        analysis, audit.cached = cache.get_or_compute(key, lambda: _analyze(tset, audit.upstream_repo, engine))
+        header_key = _header_key(header, engine)
+        hit = cache.lookup_header(header_key) if header_key else None
+        if hit is not None:
+            analysis, audit.upstream_repo, audit.upstream_how = hit
+            audit.cached = True
+        else:
+            tset = load_templateset(header)
+            audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
+            key = _fingerprint(tset, header, audit.upstream_repo, engine)
+            analysis, audit.cached = cache.get_or_compute(key, lambda: _analyze(tset, audit.upstream_repo, engine))
+            if header_key:
+                cache.remember_header(header_key, key, audit.upstream_repo, audit.upstream_how)
         audit.templates = [_relabel_template(t, label) for t in analysis.templates]
         findings = [_relabel(f, label) for f in analysis.findings]
     except UsageError:

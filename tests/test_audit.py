@@ -182,3 +182,37 @@ def test_select_and_ignore_apply_to_analysis_findings(make_gguf: MakeGGUF) -> No
     rest = audit_file(path, ignore=[first])
     assert first not in {f.code for f in rest.findings}
     assert len(rest.findings) + len(only.findings) == len(full.findings)
+
+
+def test_quants_of_one_model_share_the_raw_metadata_level(make_gguf: MakeGGUF) -> None:
+    """Files that differ only in per-quant keys skip building a template set; this is sound only because
+    those keys never change the template set, which is checked here too."""
+    import dataclasses
+
+    from gguftpl.templates.templateset import load_templateset
+
+    q4 = make_gguf(
+        "m-Q4_K_M.gguf",
+        templates={"default": CHATML},
+        extra_kv={
+            "general.name": "m",
+            "general.file_type": 15,
+            "general.quantization_version": 2,
+            "quantize.imatrix.file": "a.dat",
+        },
+    )
+    q8 = make_gguf("m-Q8_0.gguf", templates={"default": CHATML}, extra_kv={"general.name": "m", "general.file_type": 7})
+    a, b = load_templateset(read_header(q4)), load_templateset(read_header(q8))
+    for f in dataclasses.fields(a):
+        if f.name != "path" and not f.name.startswith("_"):
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+    cache = AnalysisCache()
+    run = audit_paths([q4, q8], cache=cache)
+    assert run.analyses == 1 and cache.header_hits == 1
+    assert [f.code for f in run.files[0].findings] == [f.code for f in run.files[1].findings]
+    # a change anywhere else in the metadata is not taken from the raw level
+    other = make_gguf(
+        "m-other.gguf", templates={"default": CHATML}, extra_kv={"general.name": "m", "general.file_type": 7, "x.y": 1}
+    )
+    audit_paths([other], cache=cache)
+    assert cache.header_hits == 1

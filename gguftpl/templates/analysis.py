@@ -184,32 +184,42 @@ def analyze_template_text(
         )
     literal = ""
     if ast is not None:
-        flow = static.data_flow(ast, text, "tools")
-        report.tools_static = flow.rendered
-        details["static_reads_tools"] = flow.reads
-        details["static_sinks"] = [{"line": s.line, "text": s.expr} for s in flow.sinks[:8]]
-        details["static_tests_only"] = flow.tests_only[:8]
-        literal = "\0".join(static.literal_text(ast))
-        for issue in safety.sandbox_issues(ast, text):
-            if issue.kind == "range":
-                pending.append(
-                    _pending(rules.HUGE_RANGE, f"huge range: {issue.detail}", line=issue.line, evidence=issue.evidence)
-                )
-            else:
+        try:
+            flow = static.data_flow(ast, text, "tools")
+            report.tools_static = flow.rendered
+            details["static_reads_tools"] = flow.reads
+            details["static_sinks"] = [{"line": s.line, "text": s.expr} for s in flow.sinks[:8]]
+            details["static_tests_only"] = flow.tests_only[:8]
+            literal = "\0".join(static.literal_text(ast))
+            for issue in safety.sandbox_issues(ast, text):
+                if issue.kind == "range":
+                    pending.append(
+                        _pending(
+                            rules.HUGE_RANGE, f"huge range: {issue.detail}", line=issue.line, evidence=issue.evidence
+                        )
+                    )
+                else:
+                    pending.append(
+                        _pending(
+                            rules.SANDBOX_ESCAPE,
+                            f"sandbox-escape construct: {issue.detail}",
+                            line=issue.line,
+                            evidence=issue.evidence,
+                        )
+                    )
+            for issue in safety.hidden_triggers(ast, text):
                 pending.append(
                     _pending(
-                        rules.SANDBOX_ESCAPE,
-                        f"sandbox-escape construct: {issue.detail}",
+                        rules.HIDDEN_TRIGGER,
+                        f"hidden trigger: {issue.detail}",
                         line=issue.line,
                         evidence=issue.evidence,
                     )
                 )
-        for issue in safety.hidden_triggers(ast, text):
-            pending.append(
-                _pending(
-                    rules.HIDDEN_TRIGGER, f"hidden trigger: {issue.detail}", line=issue.line, evidence=issue.evidence
-                )
-            )
+        except RecursionError:
+            # Parsed, but nested deeper than Python's stack lets us walk: say so, keep going.
+            details["static_error"] = "template nested too deeply for static analysis"
+            report.tools_static = None
     for issue in safety.invisible_characters(text):
         pending.append(
             _pending(
@@ -312,6 +322,7 @@ def analyze_template_text(
     if multi is not None:
         eot = tokens.end_of_turn_marker(multi, probes.CANARY_ASSISTANT, eos_token)
         details["end_of_turn"] = eot
+    _behavioural_triggers(s, ast, plain, base_tools, pending)
     rendered_all = [p for p in (plain, with_tools, round_trip, multi, call_text) if p]
     details["markers"] = tokens.control_markers(rendered_all)
     details["starts_with_bos"] = bool(bos_token) and plain is not None and plain.startswith(bos_token)
@@ -420,6 +431,48 @@ def analyze_template_text(
         )
     timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
     return report
+
+
+def _behavioural_triggers(
+    s: _Session,
+    ast: Any,
+    baseline: str | None,
+    tools: list[dict[str, Any]] | None,
+    pending: list[dict[str, Any]],
+) -> None:
+    """Send the strings the template compares message data against, and see whether prose appears that
+    the message did not contain: a hidden trigger, however indirect the gating."""
+    from gguftpl.templates import safety
+    from gguftpl.templates.dialect import inserted_text
+
+    if baseline is None or s.overrun is not None:
+        return
+    if any(p["code"] == rules.HIDDEN_TRIGGER.code for p in pending):
+        return  # already proven from the AST
+    contains, equals = safety.compared_literals(ast)
+    trials = []
+    if contains:
+        trials.append(contains)
+    trials.extend([lit] for lit in equals[:8])
+    for lits in trials:
+        content = " ".join(lits) if len(lits) == 1 and lits[0] in equals else f"{probes.CANARY_USER} {' '.join(lits)}"
+        errors_before = len(s.hf_errors)
+        out = s.render("trigger", [{"role": "user", "content": content}], tools=tools, fallback=False)
+        del s.hf_errors[errors_before:]  # odd content making a template raise is not a finding here
+        if out is None:
+            continue
+        extra = inserted_text(out, baseline)
+        words = safety.trigger_words(extra, [*lits, probes.CANARY_USER])
+        if len(words) >= 3:
+            pending.append(
+                _pending(
+                    rules.HIDDEN_TRIGGER,
+                    f"a user message containing {', '.join(repr(x) for x in lits[:4])} makes the template add text "
+                    "the message did not contain",
+                    evidence=_trim(extra),
+                )
+            )
+            return
 
 
 def _tools_not_rendered(report: TemplateReport, with_tools: str | None) -> dict[str, Any]:

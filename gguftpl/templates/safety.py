@@ -178,3 +178,33 @@ def invisible_characters(text: str) -> list[Issue]:
                     Issue("invisible", lineno, col, line.strip()[:200], f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}")
                 )
     return out
+
+
+def compared_literals(ast: Any, limit: int = 32) -> tuple[list[str], list[str]]:
+    """String literals the template compares something against: (``in``/``not in`` literals,
+    ``==``/``!=`` literals). Role words are left out: they are compared with roles, not content."""
+    from jinja2 import nodes
+
+    contains: dict[str, None] = {}
+    equals: dict[str, None] = {}
+    for cmp in _walk(ast):
+        if not isinstance(cmp, nodes.Compare):
+            continue
+        operands = [cmp.expr] + [op.expr for op in cmp.ops]
+        ops = {op.op for op in cmp.ops}
+        for o in operands:
+            if isinstance(o, nodes.Const) and isinstance(o.value, str) and o.value.strip():
+                if o.value in _ROLE_WORDS:
+                    continue
+                if ops & {"in", "notin"}:
+                    contains.setdefault(o.value, None)
+                if ops & {"eq", "ne"}:
+                    equals.setdefault(o.value, None)
+    return list(contains)[:limit], list(equals)[:limit]
+
+
+def trigger_words(extra: str, literals: list[str]) -> list[str]:
+    """Words of prose in ``extra`` once the literals that were sent are taken out."""
+    for lit in sorted(literals, key=len, reverse=True):
+        extra = extra.replace(lit, " ")
+    return [w for w in extra.split() if sum(ch.isalpha() for ch in w) >= 2]

@@ -54,6 +54,7 @@ __all__ = [
     "bench_repo_audit",
     "check_consistency",
     "list_repo_ggufs",
+    "repo_file_specs",
 ]
 
 GGUF_SUFFIX = ".gguf"
@@ -599,6 +600,21 @@ def list_repo_ggufs(
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's typed errors, mapped to one line
         raise _listing_error(ref, rev, exc) from None
     return HubRepoRef(ref.repo_id, ref.revision, ref.repo_type, ep), sha, files
+
+
+def repo_file_specs(
+    repo: str | HubRepoRef, *, endpoint: str | None = None, token: str | bool | None = None
+) -> list[str]:
+    """``hf://ORG/REPO/FILE@COMMIT`` for every GGUF of the repo whose header holds metadata (later shards
+    of a split GGUF are left out: their first shard speaks for them). For ``inspect --repo``."""
+    ref, sha, files = list_repo_ggufs(repo, endpoint=endpoint, token=token)
+    out = []
+    for name, _ in sorted(files):
+        shard = shard_info(name)
+        if shard is None or shard.is_first:
+            spec = ref.file(name, sha or ref.revision)
+            out.append(spec.url() if ref.endpoint and ref.endpoint != hub_endpoint() else spec.spec)
+    return out
 
 
 def _listing_error(ref: HubRepoRef, rev: str, exc: BaseException) -> HubError:

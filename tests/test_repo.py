@@ -378,3 +378,18 @@ def test_a_final_newline_is_not_a_different_template(quant_dir: Callable[..., Pa
     )
     ra = audit_local_dir(folder, upstream=False)
     assert codes(ra) == [("GT551", str(folder / "model-C.gguf"))]
+
+
+def test_repo_file_specs_for_inspect(hub: HubServer, make_gguf: Any) -> None:
+    from gguftpl.repo import repo_file_specs
+
+    files = {
+        "a-00001-of-00002.gguf": make_gguf("a1.gguf", extra_kv={"split.count": 2}),
+        "a-00002-of-00002.gguf": make_gguf("a2.gguf", extra_kv={"split.no": 1, "split.count": 2}),
+        "sub/b.gguf": make_gguf("b.gguf"),
+    }
+    for rel, p in files.items():
+        sha = hub.add_file("org/r", rel, p)
+    hub.add_repo("org/r", {"README.md": "not a gguf"}, revision="v2")
+    assert repo_file_specs("org/r") == [f"hf://org/r/a-00001-of-00002.gguf@{sha}", f"hf://org/r/sub/b.gguf@{sha}"]
+    assert repo_file_specs("org/r@v2") == []

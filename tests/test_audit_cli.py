@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -170,6 +171,9 @@ def test_golden_audit(fmt: str, golden_tree: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(golden_tree.parent)
     code, out, err = audit("models", "--format", fmt, "--fail-on", "info")
     assert code == 1, err
+    if fmt == "sarif":
+        schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+        jsonschema.validators.validator_for(schema)(schema).validate(json.loads(out))
     suffix = {"text": "txt", "json": "json", "sarif": "sarif", "github": "github.txt"}[fmt]
     text = normalise(out, paths={str(golden_tree.parent): "<TMP>"}, version=tool_version())
     assert_golden(f"audit.{suffix}", text)

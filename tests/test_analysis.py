@@ -460,3 +460,15 @@ def test_deeply_nested_template_does_not_crash_the_analysis() -> None:
     report = analyze_template_text(text)
     assert report.tools_static is None or report.tools_static is False
     assert report.details["findings"]
+
+
+def test_tools_rendered_only_with_a_system_turn_count() -> None:
+    text = (
+        "{% for m in messages %}{% if m.role == 'system' %}<|system|>{{ m.content }}"
+        "{% if tools %}\nTools: {{ tools | tojson }}{% endif %}\n{% else %}<|{{ m.role }}|>{{ m.content }}\n{% endif %}"
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    report = analyze_template_text(text)
+    assert report.tools_in_prompt is True and report.tools_static is True
+    assert report.details["tools_need_system"] is True
+    assert "GT201" not in codes(report)

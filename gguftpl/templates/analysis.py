@@ -244,6 +244,17 @@ def analyze_template_text(
     user = probes.plain_conversation()
     plain = s.render("plain", user, agp=True)
     with_tools = s.render("tools", probes.tools_conversation(), tools=probes.canary_tools())
+    if with_tools is not None and probes.CANARY_TOOL_NAME not in with_tools:
+        # Some templates write the tool block only inside a system turn: try with one (folded if refused).
+        errors_before = len(s.hf_errors)
+        system_conv = probes.plain_conversation(system=True)
+        alt = s.render("tools with system", system_conv, tools=probes.canary_tools(), fallback=False)
+        if alt is None and s.overrun is None:
+            alt = s.render("tools with system", probes.fold_system(system_conv), tools=probes.canary_tools())
+        del s.hf_errors[errors_before:]
+        if alt is not None and probes.CANARY_TOOL_NAME in alt:
+            details["tools_need_system"] = True
+            with_tools = alt
     base_tools: list[dict[str, Any]] | None = None
     if plain is None and with_tools is not None:
         # Some tool templates (Hermes tool_use) iterate `tools` unconditionally: probe them with tools.

@@ -443,6 +443,10 @@ def audit_file(
     return audit
 
 
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
 def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """Files as given, directories expanded to every ``*.gguf`` below them (sorted); duplicates dropped.
 
@@ -461,7 +465,7 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         p = os.fspath(raw)
         if os.path.isdir(p):
             found: list[str] = []
-            for root, dirs, files in os.walk(p):
+            for root, dirs, files in os.walk(p, onerror=_raise):  # an unlistable folder is an I/O error
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in files if f.lower().endswith(GGUF_SUFFIX))
             for f in sorted(found):

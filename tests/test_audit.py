@@ -3,6 +3,7 @@ and auditing a header from any source."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -216,3 +217,16 @@ def test_quants_of_one_model_share_the_raw_metadata_level(make_gguf: MakeGGUF) -
     )
     audit_paths([other], cache=cache)
     assert cache.header_hits == 1
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can list any folder")
+def test_unlistable_folder_is_an_error_not_a_silent_skip(tmp_path: Path) -> None:
+    locked = tmp_path / "d" / "locked"
+    locked.mkdir(parents=True)
+    (locked / "m.gguf").write_bytes(b"x")
+    locked.chmod(0)
+    try:
+        with pytest.raises(PermissionError):
+            collect_paths([tmp_path / "d"])
+    finally:
+        locked.chmod(0o755)

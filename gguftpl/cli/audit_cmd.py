@@ -73,6 +73,14 @@ def command(
 
     PATH may be a GGUF file or a directory (searched recursively for *.gguf); give as many as you like.
     A file that cannot be read is reported as a finding (GT001) and the audit goes on.
+    Templates are analysed once per distinct template set, so many quants of one model cost little more
+    than one. `gguftpl rules CODE` explains a finding.
+
+    \b
+    Exit status:
+      0  no finding at or above --fail-on
+      1  findings at or above --fail-on
+      2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
     from gguftpl.audit import audit_paths
     from gguftpl.report import get_formatter, write_atomic

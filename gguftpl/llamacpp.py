@@ -1,0 +1,785 @@
+"""Verification through llama.cpp itself: its Jinja engine, its template choice, its tool-call parser.
+
+Everything runs in llama.cpp's own server (``xllamacpp``, in-process, listening on 127.0.0.1 only on a port
+the kernel picks); nothing here imitates llama.cpp. llama.cpp needs a loadable model, so by default the
+session serves a stand-in (:mod:`gguftpl.standin`: the file's tokenizer keys on a zero-weight body) built in
+a temporary folder and deleted afterwards; ``load_weights=True`` serves the real file.
+
+Facts this module relies on (measured with xllamacpp 2026.10.11549, see RESEARCH §4–5):
+
+- ``GET /props`` gives ``chat_template``, ``chat_template_tool_use`` (when the file has one),
+  ``chat_template_caps`` (the capability probe of the template used with tools), ``bos_token``, ``eos_token``.
+- ``POST /apply-template`` renders with llama.cpp's engine; it uses the ``tool_use`` template whenever the
+  request has tools. A request whose last message is an assistant message carrying ``tool_calls`` is refused
+  ("Cannot continue an assistant message that contains tool calls"), so a call turn is always followed by
+  another message here.
+- llama.cpp passes ``date_string`` (``%d %b %Y``, today) and ``enable_thinking`` to every template.
+- ``handle_chat_completions`` with a prefilled assistant message runs llama.cpp's parser on it; a strong
+  logit bias on EOS ends generation at once. ``max_tokens: 0`` does not stop generation (a token is still
+  sampled and breaks the parse), so the bias is required. A text the parser rejects raises RuntimeError.
+- Destroying a ``Server`` whose main loop has not started yet hangs for ever (llama.cpp's
+  ``server_queue::start_loop`` sets ``running = true`` after ``terminate()`` already cleared it), so a
+  session waits for one queued request (``GET /slots``) before it ever lets the server go.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl.errors import LlamaCppError, UsageError
+
+INSTALL_HINT = "pip install 'gguftpl[llamacpp]'"
+HTTP_TIMEOUT = 300.0
+"""Seconds for one request to the in-process server (a real 70B prompt evaluation can be slow)."""
+STANDIN_N_CTX = 32768
+REAL_N_CTX = 8192
+"""Context for ``load_weights``: enough for a prompt with tools, without a giant KV cache."""
+
+Message = dict[str, Any]
+
+
+def require_xllamacpp() -> Any:
+    """Import xllamacpp or raise LlamaCppError saying how to install it."""
+    try:
+        import xllamacpp
+    except ImportError as exc:
+        raise LlamaCppError(
+            f"llama.cpp verification needs the xllamacpp package, which is not installed: {INSTALL_HINT}"
+        ) from exc
+    return xllamacpp
+
+
+def llamacpp_available() -> bool:
+    try:
+        require_xllamacpp()
+    except LlamaCppError:
+        return False
+    return True
+
+
+class LlamaCppSession:
+    """One in-process llama.cpp server for one GGUF. A context manager::
+
+        with LlamaCppSession("model.gguf") as s:
+            s.props(); s.apply_template(msgs, tools); s.parse_completion(msgs, tools, text)
+
+    ``chat_template`` overrides every template of the file, like llama-server's ``--chat-template``;
+    ``templates`` (name -> text) replaces the file's templates in the stand-in (llama.cpp then picks among
+    them as it would in a file that had them). ``template_only=True`` with ``templates`` and no ``path``
+    serves a byte-level stand-in for bare template text.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        load_weights: bool = False,
+        chat_template: str | None = None,
+        templates: Mapping[str, str] | None = None,
+        n_ctx: int | None = None,
+        verbosity: int | None = None,
+    ) -> None:
+        if path is None and not templates:
+            raise UsageError("LlamaCppSession needs a GGUF path or templates")
+        if load_weights and (path is None or templates is not None):
+            raise UsageError("load_weights serves the file itself: it takes a path and no replacement templates")
+        self.path = os.fspath(path) if path is not None else None
+        self.load_weights = load_weights
+        self.chat_template = chat_template
+        self.templates = dict(templates) if templates is not None else None
+        self.n_ctx = n_ctx or (REAL_N_CTX if load_weights else STANDIN_N_CTX)
+        env_v = os.environ.get("GGUFTPL_LLAMACPP_VERBOSITY")
+        self.verbosity = verbosity if verbosity is not None else int(env_v) if env_v and env_v.isdigit() else 0
+        self.standin: Any = None
+        """The :class:`gguftpl.standin.StandIn` served, or None with ``load_weights``."""
+        self.timings: dict[str, float] = {}
+        self._srv: Any = None
+        self._base = ""
+        self._tmp: str | None = None
+        self._props: dict[str, Any] | None = None
+        self._eos_id: int | None = None
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> LlamaCppSession:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._srv is not None:
+            return
+        xllamacpp = require_xllamacpp()
+        t0 = time.perf_counter()
+        model_path = self.path
+        try:
+            if not self.load_weights:
+                from gguftpl.standin import build_standin
+
+                self._tmp = tempfile.mkdtemp(prefix="gguftpl-standin-")
+                model_path = os.path.join(self._tmp, "standin.gguf")
+                self.standin = build_standin(self.path, model_path, templates=self.templates)
+            elif self.path is not None and not os.path.isfile(self.path):
+                raise UsageError(f"no such file: {self.path}")
+            self.timings["standin_s"] = time.perf_counter() - t0
+            p = xllamacpp.CommonParams()
+            p.model.path = model_path
+            p.n_ctx = self.n_ctx
+            p.warmup = False
+            p.hostnames = ["127.0.0.1"]
+            p.port = 0
+            p.ui = False
+            p.verbosity = self.verbosity
+            p.n_parallel = 1
+            if self.chat_template is not None:
+                p.chat_template = self.chat_template
+            t1 = time.perf_counter()
+            try:
+                self._srv = xllamacpp.Server(p)
+            except RuntimeError as exc:
+                what = "the stand-in for" if not self.load_weights else ""
+                raise LlamaCppError(
+                    f"llama.cpp could not load {what} {self.path or 'the template stand-in'}: {exc} "
+                    "(set GGUFTPL_LLAMACPP_VERBOSITY=3 to see llama.cpp's log)"
+                ) from None
+            addr = str(self._srv.listening_address)
+            self._base = addr if addr.startswith("http") else f"http://{addr}"
+            # one request through the task queue: proves the main loop runs, so the server can be released
+            self._request("GET", "/slots")
+            self.timings["load_s"] = time.perf_counter() - t1
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        srv, self._srv = self._srv, None
+        if srv is not None:
+            del srv  # ~Server terminates the loop and joins its threads
+            gc.collect()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    @property
+    def base_url(self) -> str:
+        return self._base
+
+    # ------------------------------------------------------------------------------------------- requests
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        if self._srv is None:
+            raise LlamaCppError("the llama.cpp session is not running")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self._base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with self._opener.open(req, timeout=HTTP_TIMEOUT) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            raw = exc.read().decode("utf-8", "replace")
+            try:
+                msg = json.loads(raw)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                msg = raw[:300]
+            raise LlamaCppError(f"llama.cpp {path}: {msg}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise LlamaCppError(f"llama.cpp server did not answer {path}: {exc}") from None
+
+    def props(self) -> dict[str, Any]:
+        if self._props is None:
+            self._props = dict(self._request("GET", "/props"))
+        return self._props
+
+    @property
+    def caps(self) -> dict[str, bool]:
+        return dict(self.props().get("chat_template_caps") or {})
+
+    @property
+    def bos_token(self) -> str:
+        return str(self.props().get("bos_token") or "")
+
+    @property
+    def eos_token(self) -> str:
+        return str(self.props().get("eos_token") or "")
+
+    def template_for(self, tools: Sequence[Any] | None) -> tuple[str, str]:
+        """(name, text) of the template llama.cpp renders a request with: ``tool_use`` when the request
+        has tools and one is loaded, else the default (the file's, an override, or llama.cpp's fallback)."""
+        props = self.props()
+        if tools and props.get("chat_template_tool_use"):
+            return "tool_use", str(props["chat_template_tool_use"])
+        return "default", str(props.get("chat_template") or "")
+
+    def apply_template(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The prompt llama.cpp renders for this request (``POST /apply-template``)."""
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        if not add_generation_prompt:
+            body["add_generation_prompt"] = False
+        if template_kwargs:
+            body["chat_template_kwargs"] = dict(template_kwargs)
+        return str(self._request("POST", "/apply-template", body)["prompt"])
+
+    def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
+        res = self._request("POST", "/tokenize", {"content": text, "parse_special": parse_special})
+        return [int(t) if not isinstance(t, dict) else int(t["id"]) for t in res["tokens"]]
+
+    def eos_id(self) -> int:
+        if self._eos_id is None:
+            eos = self.eos_token
+            ids = self.tokenize(eos, True) if eos else []
+            if len(ids) != 1:
+                raise LlamaCppError(f"llama.cpp reports EOS {eos!r}, which does not tokenize to one token ({ids})")
+            self._eos_id = ids[0]
+        return self._eos_id
+
+    def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self._srv is None:
+            raise LlamaCppError("the llama.cpp session is not running")
+        try:
+            res = self._srv.handle_chat_completions(body)
+        except RuntimeError as exc:
+            raise LlamaCppError(f"llama.cpp: {exc}") from None
+        if isinstance(res, str):
+            res = json.loads(res)
+        if isinstance(res, dict) and "error" in res:
+            err = res["error"]
+            raise LlamaCppError(f"llama.cpp: {err.get('message') if isinstance(err, dict) else err}")
+        return dict(res)
+
+    def parse_completion(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, canned_text: str
+    ) -> Message:
+        """llama.cpp's parser on ``canned_text`` as the model's reply: the text is prefilled as the assistant
+        turn and a +100 logit bias on EOS ends generation before any token is added. Returns the parsed
+        assistant message (``content``, ``tool_calls``…); raises LlamaCppError when the parser rejects it."""
+        body: dict[str, Any] = {
+            "messages": [*messages, {"role": "assistant", "content": canned_text}],
+            "temperature": 0,
+            "max_tokens": 4,
+            "logit_bias": [[self.eos_id(), 100]],
+        }
+        if tools:
+            body["tools"] = tools
+        res = self.chat_completion(body)
+        try:
+            return dict(res["choices"][0]["message"])
+        except (KeyError, IndexError, TypeError):
+            raise LlamaCppError(f"llama.cpp returned no message: {json.dumps(res)[:300]}") from None
+
+
+# ---------------------------------------------------------------------------------------- call dialect
+
+_REPLY_MARK = "qz7gguftplreplymark"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class CallText:
+    """A tool call written the way the template writes it, cut out of llama.cpp's own render."""
+
+    text: str
+    """What the model would emit after the generation prompt ('' when the template writes no call)."""
+    with_call: str = ""
+    """llama.cpp's render of the conversation with the call turn (followed by a user turn)."""
+    content_none: bool = False
+    """The call rendered only with the assistant ``content`` set to None."""
+
+
+def call_text_from_template(
+    session: LlamaCppSession,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    call: dict[str, Any],
+) -> CallText:
+    """Render ``messages`` + an assistant turn carrying ``call`` + a user turn through llama.cpp, and the
+    same with a plain reply instead; the call text is what follows the generation prompt in the first,
+    up to the end-of-turn text that a plain reply is followed by too (RESEARCH §4: the exact spacing
+    matters, ``<tool_call>{…}</tool_call>`` is not parsed where the template writes newlines)."""
+    after = {"role": "user", "content": "Thanks."}
+    fn = call.get("function", {})
+    values = [str(v) for v in _arg_values(fn.get("arguments"))] or [str(fn.get("name", ""))]
+    p0 = session.apply_template(messages, tools)
+    reply = session.apply_template([*messages, {"role": "assistant", "content": _REPLY_MARK}, after], tools)
+    end = reply[reply.index(_REPLY_MARK) + len(_REPLY_MARK) :] if _REPLY_MARK in reply else ""
+    first: CallText | None = None
+    for content in ("", None):
+        turn = {"role": "assistant", "content": content, "tool_calls": [call]}
+        try:
+            p1 = session.apply_template([*messages, turn, after], tools)
+        except LlamaCppError:
+            continue
+        k = _common_prefix(p0, p1)
+        text = p1[k : len(p1) - len(end)] if end and p1.endswith(end) else p1[k:]
+        ct = CallText(text, p1, content is None)
+        if all(v in text for v in values):
+            return ct
+        first = first or ct
+    return first or CallText("")
+
+
+def _arg_values(args: Any) -> list[Any]:
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return [args]
+    if isinstance(args, dict):
+        return [v for v in args.values() if isinstance(v, (str, int, float)) and str(v)]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------- verify
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+STAGE_SELECTION = "template selection"
+STAGE_SCHEMA = "schema in prompt"
+STAGE_CALL = "call parsed"
+STAGE_RESULT = "result rendered"
+STAGE_AGREEMENT = "engine agreement"
+CORE_STAGES = (STAGE_SELECTION, STAGE_SCHEMA, STAGE_CALL, STAGE_RESULT, STAGE_AGREEMENT)
+
+
+@dataclass
+class Stage:
+    name: str
+    status: str
+    """``pass``, ``fail``, ``skip`` (tool checks may also give ``warn``)."""
+    evidence: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+    def to_dict(self, with_data: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "status": self.status, "evidence": self.evidence}
+        if with_data:
+            d["data"] = self.data
+        return d
+
+
+@dataclass
+class VerifyResult:
+    path: str
+    stages: list[Stage]
+    template: str | None = None
+    """Name of the template llama.cpp used with tools (``default``, ``tool_use``) or ``fallback``."""
+    standin: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.stages)
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def to_dict(self, with_data: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "stages": [s.to_dict(with_data) for s in self.stages],
+            "ok": self.ok,
+            "template": self.template,
+        }
+        if self.standin is not None:
+            d["standin"] = self.standin
+        return d
+
+
+def _excerpt(text: str, at: int = -1, radius: int = 120, limit: int = 400) -> str:
+    if at < 0:
+        return text if len(text) <= limit else text[: limit // 2] + " … " + text[-limit // 2 :]
+    return text[max(0, at - radius) : at + radius]
+
+
+def llamacpp_date_string() -> str:
+    """``date_string`` as llama.cpp passes it to every template (today, ``%d %b %Y``)."""
+    return time.strftime("%d %b %Y")
+
+
+def verify_file(
+    path: str | os.PathLike[str],
+    *,
+    load_weights: bool = False,
+    tools: Sequence[Any] | None = None,
+    dispatch: Any = None,
+    call: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    max_tool_share: float | None = None,
+    session: LlamaCppSession | None = None,
+) -> VerifyResult:
+    """Run the five llama.cpp stages on ``path`` (and the tool checks of :mod:`gguftpl.toolcheck` when
+    ``tools``, a list of :class:`gguftpl.tools.ToolSpec`, is given). ``session`` reuses a running one."""
+    path = os.fspath(path)
+    if not os.path.isfile(path) and session is None:
+        raise UsageError(f"no such file: {path}")
+    t0 = time.perf_counter()
+    if session is None:
+        with LlamaCppSession(path, load_weights=load_weights) as s:
+            result = _verify(s, path)
+            if tools:
+                result.stages.extend(_tool_stages(s, tools, dispatch, call, arguments, max_tool_share))
+    else:
+        result = _verify(session, path)
+        if tools:
+            result.stages.extend(_tool_stages(session, tools, dispatch, call, arguments, max_tool_share))
+        s = session
+    result.timings = {**s.timings, "total_s": time.perf_counter() - t0}
+    return result
+
+
+def _tool_stages(
+    s: LlamaCppSession,
+    tools: Sequence[Any],
+    dispatch: Any,
+    call: str | None,
+    arguments: dict[str, Any] | None,
+    max_tool_share: float | None,
+) -> list[Stage]:
+    from gguftpl import toolcheck
+
+    ctx = None
+    if s.path is not None:
+        from gguftpl.gguf.reader import read_header
+        from gguftpl.templates.templateset import load_templateset
+
+        ctx = load_templateset(read_header(s.path)).context_length
+    kw: dict[str, Any] = {}
+    if max_tool_share is not None:
+        kw["max_share"] = max_tool_share
+    res = toolcheck.run_tool_checks(
+        s, s, list(tools), dispatch=dispatch, context_length=ctx, call=call, arguments=arguments, **kw
+    )
+    return [Stage(f"tools: {t.name}", t.status, t.evidence, dict(t.data)) for t in res.stages]
+
+
+def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.templates import probes
+    from gguftpl.templates.templateset import load_templateset
+
+    tset = load_templateset(read_header(path))
+    tools = probes.canary_tools()
+    msgs = probes.tools_conversation()
+    stages: list[Stage] = []
+    result = VerifyResult(path, stages)
+    if s.standin is not None:
+        result.standin = {
+            "vocab": s.standin.vocab,
+            "n_vocab": s.standin.n_vocab,
+            "added_tokens": s.standin.added_tokens,
+            "notes": s.standin.notes,
+        }
+
+    # 1. which template llama.cpp uses with tools, and what its capability probe says
+    name, text = s.template_for(tools)
+    caps = s.caps
+    caps_txt = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in sorted(caps.items()))
+    from gguftpl.templates.templateset import sha256_text
+
+    if s.chat_template is not None:
+        src = "the --chat-template override"
+    elif name == "tool_use":
+        src = "tokenizer.chat_template.tool_use (llama.cpp uses it for every request with tools)"
+    elif tset.default is not None:
+        src = "tokenizer.chat_template" + (
+            "; the file has no tool_use template" if len(tset.templates) == 1 else "; llama.cpp loads no tool_use"
+        )
+    else:
+        src = None
+    data1 = {"template": name, "sha256": sha256_text(text), "caps": caps, "file_templates": sorted(tset.templates)}
+    if src is None:
+        result.template = "fallback"
+        stages.append(
+            Stage(
+                STAGE_SELECTION,
+                FAIL,
+                "the file has no chat template: llama.cpp silently falls back to its built-in ChatML "
+                f"({len(text)} bytes, sha256 {sha256_text(text)[:12]}); capabilities: {caps_txt}",
+                {**data1, "template": "fallback", "fallback_text": text},
+            )
+        )
+    else:
+        result.template = name
+        stages.append(Stage(STAGE_SELECTION, PASS, f"llama.cpp uses {src}; capabilities: {caps_txt}", data1))
+
+    # 2. the canary's name and parameter description reach llama.cpp's prompt
+    prompt: str | None = None
+    try:
+        prompt = s.apply_template(msgs, tools)
+    except LlamaCppError as exc:
+        stages.append(Stage(STAGE_SCHEMA, FAIL, f"llama.cpp cannot render the tools request: {exc}"))
+    if prompt is not None:
+        has_name = probes.CANARY_TOOL_NAME in prompt
+        has_desc = probes.CANARY_PARAM_TOKEN in prompt
+        data2 = {"prompt": prompt, "name_found": has_name, "description_found": has_desc}
+        if has_name and has_desc:
+            at = prompt.find(probes.CANARY_PARAM_TOKEN)
+            line = prompt.count("\n", 0, at) + 1
+            stages.append(
+                Stage(
+                    STAGE_SCHEMA,
+                    PASS,
+                    f"the canary tool {probes.CANARY_TOOL_NAME!r} and its parameter description are in the "
+                    f"prompt (line {line}): …{_excerpt(prompt, at, 60)}…",
+                    data2,
+                )
+            )
+        else:
+            missing = [w for w, ok in (("name", has_name), ("parameter description", has_desc)) if not ok]
+            stages.append(
+                Stage(
+                    STAGE_SCHEMA,
+                    FAIL,
+                    f"llama.cpp dropped the tools: the canary's {' and '.join(missing)} never reach the prompt "
+                    f"(supports_tools={caps.get('supports_tools')}); prompt: {_excerpt(prompt)!r}",
+                    data2,
+                )
+            )
+
+    # 3. a call written in the template's own dialect is parsed back by llama.cpp
+    call = probes.tool_call(string_arguments=True)
+    expected_args = {probes.CANARY_PARAM_NAME: probes.CANARY_ARG_VALUE}
+    try:
+        ct = call_text_from_template(s, msgs, tools, call)
+    except LlamaCppError as exc:
+        ct = CallText("")
+        stages.append(Stage(STAGE_CALL, FAIL, f"llama.cpp cannot render a conversation with a tool call: {exc}"))
+    if len(stages) < 3:
+        if not ct.text.strip() or probes.CANARY_TOOL_NAME not in ct.text:
+            stages.append(
+                Stage(
+                    STAGE_CALL,
+                    FAIL,
+                    "the template writes no text for an assistant tool call, so there is no call format for "
+                    f"llama.cpp to parse (inserted text: {ct.text!r})",
+                    {"call_text": ct.text},
+                )
+            )
+        else:
+            data3: dict[str, Any] = {"call_text": ct.text, "content_none": ct.content_none}
+            try:
+                parsed = s.parse_completion(msgs, tools, ct.text)
+            except LlamaCppError as exc:
+                stages.append(Stage(STAGE_CALL, FAIL, f"llama.cpp's parser rejected {ct.text!r}: {exc}", data3))
+            else:
+                data3["parsed"] = parsed
+                calls = parsed.get("tool_calls") or []
+                got = [(c.get("function") or {}) for c in calls]
+                args: Any = None
+                if got:
+                    raw = got[0].get("arguments")
+                    try:
+                        args = json.loads(raw) if isinstance(raw, str) else raw
+                    except ValueError:
+                        args = raw
+                if len(got) == 1 and got[0].get("name") == probes.CANARY_TOOL_NAME and args == expected_args:
+                    stages.append(
+                        Stage(
+                            STAGE_CALL,
+                            PASS,
+                            f"llama.cpp parsed {ct.text!r} into {probes.CANARY_TOOL_NAME}({json.dumps(args)})",
+                            data3,
+                        )
+                    )
+                elif not got:
+                    content = str(parsed.get("content") or "")
+                    stages.append(
+                        Stage(
+                            STAGE_CALL,
+                            FAIL,
+                            f"llama.cpp parsed no tool call from {ct.text!r}; it came back as content {content!r}",
+                            data3,
+                        )
+                    )
+                else:
+                    stages.append(
+                        Stage(
+                            STAGE_CALL,
+                            FAIL,
+                            f"llama.cpp parsed {ct.text!r} into {json.dumps(got)}, expected one call "
+                            f"{probes.CANARY_TOOL_NAME}({json.dumps(expected_args)})",
+                            data3,
+                        )
+                    )
+
+    # 4. the tool result comes back in the next turn's prompt
+    round_trip = [*msgs, {"role": "assistant", "content": "" if not ct.content_none else None, "tool_calls": [call]}]
+    round_trip.append(probes.tool_result_message())
+    rt_prompt: str | None = None
+    try:
+        rt_prompt = s.apply_template(round_trip, tools)
+    except LlamaCppError as exc:
+        stages.append(Stage(STAGE_RESULT, FAIL, f"llama.cpp cannot render the tool-result turn: {exc}"))
+    if rt_prompt is not None:
+        at = rt_prompt.find(probes.CANARY_RESULT)
+        if at >= 0:
+            stages.append(
+                Stage(
+                    STAGE_RESULT,
+                    PASS,
+                    f"the tool result {probes.CANARY_RESULT!r} is in the second-turn prompt: "
+                    f"…{_excerpt(rt_prompt, at, 80)}…",
+                    {"prompt": rt_prompt},
+                )
+            )
+        else:
+            stages.append(
+                Stage(
+                    STAGE_RESULT,
+                    FAIL,
+                    f"the tool result never reaches the second-turn prompt: {_excerpt(rt_prompt)!r}",
+                    {"prompt": rt_prompt},
+                )
+            )
+
+    # 5. llama.cpp's prompt equals the Hugging Face-semantics prompt for the same requests
+    stages.append(
+        _agreement_stage(s, text, [("tools request", msgs, prompt), ("tool round trip", round_trip, rt_prompt)], tools)
+    )
+    return result
+
+
+@dataclass
+class Agreement:
+    identical: bool
+    normalised: list[str]
+    """What was normalised before comparing (see :func:`compare_engines`)."""
+    hf_prompt: str | None
+    llama_prompt: str
+    first_difference: int | None = None
+    hf_error: str | None = None
+
+
+def first_difference(a: str, b: str) -> int | None:
+    if a == b:
+        return None
+    return _common_prefix(a, b)
+
+
+def compare_engines(
+    s: LlamaCppSession,
+    template_text: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    llama_prompt: str | None = None,
+) -> Agreement:
+    """Render the same request with llama.cpp and with Hugging Face semantics (``render_hf``) and compare.
+
+    Normalised, and only this: (1) HF gets the variables llama.cpp passes to every template — the same
+    ``bos_token``/``eos_token`` strings llama.cpp reports, ``date_string`` (today, ``%d %b %Y``) and
+    ``enable_thinking`` (llama.cpp's value is not reported: both ``false`` and ``true`` are tried, and the
+    one used is named); (2) llama.cpp drops a leading BOS text from the prompt (it adds BOS as a token),
+    so a leading ``bos_token`` is removed from the HF prompt when llama.cpp's does not start with it.
+    """
+    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+
+    if llama_prompt is None:
+        llama_prompt = s.apply_template(messages, tools)
+    bos, eos = s.bos_token, s.eos_token
+    best: Agreement | None = None
+    for thinking in (False, True):
+        norm = [f"date_string={llamacpp_date_string()!r}", f"enable_thinking={str(thinking).lower()}"]
+        try:
+            hf = render_hf(
+                template_text,
+                messages,
+                tools=tools,
+                add_generation_prompt=True,
+                bos_token=bos,
+                eos_token=eos,
+                date_string=llamacpp_date_string(),
+                enable_thinking=thinking,
+            )
+        except TemplateRenderError as exc:
+            return Agreement(False, norm, None, llama_prompt, None, str(exc))
+        if bos and hf.startswith(bos) and not llama_prompt.startswith(bos):
+            hf = hf[len(bos) :]
+            norm.append("leading bos_token removed from the HF prompt")
+        ag = Agreement(hf == llama_prompt, norm, hf, llama_prompt, first_difference(hf, llama_prompt))
+        if ag.identical:
+            return ag
+        if best is None or (ag.first_difference or 0) > (best.first_difference or 0):
+            best = ag
+    assert best is not None
+    return best
+
+
+def _agreement_stage(
+    s: LlamaCppSession,
+    template_text: str,
+    requests: list[tuple[str, list[Message], str | None]],
+    tools: list[dict[str, Any]],
+) -> Stage:
+    checked: list[dict[str, Any]] = []
+    for label, msgs, lp in requests:
+        if lp is None:
+            continue
+        ag = compare_engines(s, template_text, msgs, tools, lp)
+        entry = {"request": label, "identical": ag.identical, "normalised": ag.normalised}
+        if ag.hf_error is not None:
+            entry["hf_error"] = ag.hf_error
+            return Stage(
+                STAGE_AGREEMENT,
+                FAIL,
+                f"{label}: llama.cpp renders it, transformers (HF semantics) cannot: {ag.hf_error}",
+                {"requests": [*checked, entry]},
+            )
+        if not ag.identical:
+            at = ag.first_difference or 0
+            assert ag.hf_prompt is not None
+            line = ag.llama_prompt.count("\n", 0, at) + 1
+            entry.update(first_difference=at, llama=ag.llama_prompt[at : at + 80], hf=ag.hf_prompt[at : at + 80])
+            return Stage(
+                STAGE_AGREEMENT,
+                FAIL,
+                f"{label}: the prompts differ from character {at} (line {line}): llama.cpp "
+                f"{ag.llama_prompt[max(0, at - 20) : at + 60]!r} vs HF {ag.hf_prompt[max(0, at - 20) : at + 60]!r} "
+                f"(normalised: {'; '.join(ag.normalised)})",
+                {"requests": [*checked, entry], "llama_prompt": ag.llama_prompt, "hf_prompt": ag.hf_prompt},
+            )
+        checked.append(entry)
+    if not checked:
+        return Stage(STAGE_AGREEMENT, SKIP, "llama.cpp rendered no request to compare")
+    return Stage(
+        STAGE_AGREEMENT,
+        PASS,
+        "llama.cpp and transformers (HF semantics) render byte-identical prompts for "
+        + " and ".join(c["request"] for c in checked)
+        + f" (normalised: {'; '.join(checked[0]['normalised'])})",
+        {"requests": checked},
+    )

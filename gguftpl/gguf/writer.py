@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from gguftpl.errors import GGUFFormatError, PatchError
-from gguftpl.gguf.reader import _FMT, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, ValueType, read_header
+from gguftpl.gguf.reader import _FMT, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, TensorInfo, ValueType, read_header
 
 
 @dataclass(frozen=True)
@@ -130,19 +130,26 @@ def write_gguf(
         out += encode_kv(k, v, bo)
     offset = 0
     offsets = []
+    sizes = []
     for t in specs:
+        # empty data with a known type reserves the declared size (zeros, sparse on disk): for benchmarks
+        size = len(t.data) or TensorInfo(t.name, t.shape, t.ggml_type, 0, 0).nbytes or 0
         offsets.append(offset)
-        offset = _align(offset + len(t.data), alignment)
+        sizes.append(size)
+        offset = _align(offset + size, alignment)
     for t, off in zip(specs, offsets, strict=True):
         out += encode_string(t.name, bo) + struct.pack(bo + "I", len(t.shape))
         out += struct.pack(f"{bo}{len(t.shape)}Q", *t.shape) + struct.pack(bo + "IQ", t.ggml_type, off)
     out += b"\0" * (_align(len(out), alignment) - len(out))
-    for t in specs:
-        out += t.data
-        if t is not specs[-1]:
-            out += b"\0" * (_align(len(t.data), alignment) - len(t.data))
+    data_offset = len(out)
+    end = data_offset + (offsets[-1] + sizes[-1] if specs else 0)
     with atomic_output(path, overwrite=True) as fh:
         fh.write(out)
+        for t, off in zip(specs, offsets, strict=True):
+            if t.data:
+                os.lseek(fh.fileno(), data_offset + off, os.SEEK_SET)
+                fh.write(t.data)
+        os.ftruncate(fh.fileno(), end)
 
 
 # --------------------------------------------------------------------------------------------- atomic output
@@ -405,7 +412,11 @@ def compare_regions(a_path: str, a_off: int, b_path: str, b_off: int, length: in
             n = min(COMPARE_CHUNK, left)
             ra = _read_full(fa, va[:n])
             rb = _read_full(fb, vb[:n])
-            if ra != n or rb != n or va[:n] != vb[:n]:
+            if ra != n or rb != n:
+                return False
+            # bytearray == bytearray is a memcmp; memoryview == memoryview compares item by item (slow)
+            same = buf_a == buf_b if n == COMPARE_CHUNK else buf_a[:n] == buf_b[:n]
+            if not same:
                 return False
             left -= n
     return True

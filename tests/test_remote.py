@@ -318,3 +318,20 @@ def test_hf_token_opens_a_gated_repo(hub: HubServer, make_gguf: Any, monkeypatch
     monkeypatch.setenv("HF_TOKEN", "hf_open_sesame")
     rr = read_remote_header("hf://org/gated/m.gguf", retries=0)
     assert rr.header.get("tokenizer.chat_template") == CHATML
+
+
+def test_revisions_branch_tag_pr_and_commit(hub: HubServer, make_gguf: Any) -> None:
+    main_sha = hub.add_file("org/m", "m.gguf", make_gguf("main.gguf", templates={"default": CHATML}))
+    v2_sha = hub.add_file("org/m", "m.gguf", make_gguf("v2.gguf", templates={"default": CHATML + "{# v2 #}"}), "v2")
+    pr_sha = hub.add_file("org/m", "m.gguf", make_gguf("pr.gguf", templates={"default": "{# pr #}"}), "refs/pr/1")
+    cases = [
+        ("hf://org/m/m.gguf", main_sha, CHATML),
+        ("hf://org/m/m.gguf@v2", v2_sha, CHATML + "{# v2 #}"),
+        ("hf://org/m@refs%2Fpr%2F1/m.gguf", pr_sha, "{# pr #}"),
+        (f"hf://org/m/m.gguf@{v2_sha}", v2_sha, CHATML + "{# v2 #}"),
+        (f"{hub.url}/org/m/resolve/refs%2Fpr%2F1/m.gguf", pr_sha, "{# pr #}"),
+    ]
+    for spec, sha, text in cases:
+        rr = read_remote_header(spec, retries=0)
+        assert (rr.stats.revision, rr.header.get("tokenizer.chat_template")) == (sha, text), spec
+        assert rr.label == f"hf://org/m/m.gguf@{sha}"

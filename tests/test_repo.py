@@ -393,3 +393,15 @@ def test_repo_file_specs_for_inspect(hub: HubServer, make_gguf: Any) -> None:
     hub.add_repo("org/r", {"README.md": "not a gguf"}, revision="v2")
     assert repo_file_specs("org/r") == [f"hf://org/r/a-00001-of-00002.gguf@{sha}", f"hf://org/r/sub/b.gguf@{sha}"]
     assert repo_file_specs("org/r@v2") == []
+
+
+def test_hub_repo_with_a_broken_quant(hub: HubServer, quant_dir: Callable[..., Path]) -> None:
+    folder = quant_dir({q: {"templates": both_templates()} for q in ("Q4_0", "Q8_0")})
+    (folder / "model-Q2_K.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
+    sha = publish(hub, "conv/Broken-GGUF", folder)
+    ra = audit_hub_repo("conv/Broken-GGUF", upstream=False)
+    broken = f"hf://conv/Broken-GGUF/model-Q2_K.gguf@{sha}"
+    by_path = {fa.path: fa for fa in ra.run.files}
+    assert [f.code for f in by_path[broken].findings] == ["GT001"]
+    assert codes(ra) == []  # the two readable quants agree; the broken one is not "missing" anything
+    assert ra.exit_code("error") == 1

@@ -372,6 +372,14 @@ def budget_stage(
     share = m.tool_tokens / context_length
     data["share"] = share
     desc += f"; {share:.1%} of the {context_length}-token context"
+    if m.all_tokens > context_length:
+        return ToolStage(
+            STAGE_BUDGET,
+            FAIL,
+            desc + f" — the prompt with all tools ({m.all_tokens} tokens) does not fit: llama.cpp refuses the "
+            "request before the model sees it",
+            data,
+        )
     if share > max_share:
         return ToolStage(
             STAGE_BUDGET,
@@ -779,7 +787,13 @@ def run_tool_checks(
         for name in (STAGE_CALL_PARSED, STAGE_ARGS_VALID, STAGE_DISPATCH, STAGE_RESULT):
             stages.append(ToolStage(name, SKIP, f"not reached: {tool.name}'s schema is not in the prompt"))
         return ToolCheckResult(stages, m, None)
-    writer = call_text or rendered_call_text(engine, tools)
-    rt = round_trip(engine, parser, writer, tools, tool, arguments, dispatch, messages)
+    offered = list(tools)
+    if context_length and m.all_tokens > context_length:
+        # the full request cannot be served; still check the dialect and dispatch with this tool alone
+        offered = [tool]
+    writer = call_text or rendered_call_text(engine, offered)
+    rt = round_trip(engine, parser, writer, offered, tool, arguments, dispatch, messages)
+    if len(offered) < len(tools) and rt.stages:
+        rt.stages[0].evidence += f" (with only {tool.name} offered: all {len(tools)} tools do not fit the context)"
     stages.extend(rt.stages)
     return ToolCheckResult(stages, m, rt)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gguftpl.errors import LlamaCppError
 from gguftpl.toolcheck import (
     FAIL,
     PASS,
@@ -48,7 +49,7 @@ class _Engine:
 
         p = xllamacpp.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = 4096
+        p.n_ctx = 32768  # many tools in a byte-level vocabulary need room (as gguftpl's stand-in has)
         p.warmup = False
         p.hostnames = ["127.0.0.1"]
         p.port = 0
@@ -82,15 +83,20 @@ class _Engine:
         with urllib.request.urlopen(self.base + "/props") as r:
             eos_text = json.loads(r.read())["eos_token"]
         (eos,) = self.tokenize(eos_text, True)
-        res = self._srv.handle_chat_completions(
-            {
-                "messages": [*messages, {"role": "assistant", "content": canned_text}],
-                "tools": tools,
-                "temperature": 0,
-                "max_tokens": 4,
-                "logit_bias": [[eos, 100]],
-            }
-        )
+        try:
+            res = self._srv.handle_chat_completions(
+                {
+                    "messages": [*messages, {"role": "assistant", "content": canned_text}],
+                    "tools": tools,
+                    "temperature": 0,
+                    "max_tokens": 4,
+                    "logit_bias": [[eos, 100]],
+                }
+            )
+        except RuntimeError as exc:
+            raise LlamaCppError(str(exc)) from None
+        if "choices" not in res:
+            raise LlamaCppError(json.dumps(res.get("error", res))[:300])
         return res["choices"][0]["message"]
 
     def close(self) -> None:
@@ -237,8 +243,10 @@ def test_three_hundred_tools_budget(gguf: Callable[..., Path], tmp_path: Path) -
     cost = {r.name: r.cost_alone for r in m.tools}
     assert cost[max(size, key=size.__getitem__)] > cost[min(size, key=size.__getitem__)]
     st = budget_stage(m, context_length=8192, max_share=0.5)
-    assert st.status == WARN and "--max-tool-share" in st.evidence
+    assert st.status == FAIL and "does not fit" in st.evidence
     assert st.data["tool_tokens"] == m.tool_tokens and st.data["share"] == m.tool_tokens / 8192
+    st = budget_stage(m, context_length=m.all_tokens + 1, max_share=0.5)
+    assert st.status == WARN and "--max-tool-share" in st.evidence
     big = budget_stage(m, context_length=m.tool_tokens * 4, max_share=0.5)
     assert big.status == PASS
     assert budget_stage(m, context_length=m.tool_tokens * 4, max_share=0.2).status == WARN

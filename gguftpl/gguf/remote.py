@@ -302,8 +302,9 @@ def _transport_errors(session: Any) -> tuple[type[BaseException], ...]:
 class RemoteSource:
     """A ``ByteSource`` over HTTP: bytes [0, available) of the file, fetched on demand by Range requests.
 
-    ``url_for_revision`` lets a Hub source pin later requests to the commit the first answer named, so a
-    push between two range reads cannot mix two files.
+    ``pin_url(commit) -> url`` lets a Hub source pin later requests to the commit the first answer named,
+    so a push between two range reads cannot mix two files; ``describe(exc, status)`` turns Hub errors
+    into messages that name the repo, file and revision.
     """
 
     def __init__(
@@ -439,10 +440,12 @@ class RemoteSource:
         status = response.status_code
         if status in (200, 206):
             return
-        try:
-            response.read()  # small error bodies carry the message hf_raise_for_status reports
-        except Exception:  # noqa: BLE001
-            pass
+        length = _int(response.headers.get("Content-Length"))
+        if length is not None and length < 1_000_000:  # small error bodies carry the message; never a big one
+            try:
+                response.read()
+            except Exception:  # noqa: BLE001 - the status code is enough to report
+                pass
         response.close()
         if status == 416:
             raise GGUFFormatError(f"truncated file: the server has no bytes at {self.available}", self.available)

@@ -432,6 +432,8 @@ class RemoteSource:
             commit = r.headers.get("X-Repo-Commit")
             if commit and self.stats.revision is None:
                 self.stats.revision = commit
+                if self._pin_url is not None:  # every later range comes from this very commit
+                    self._url = self._pin_url(commit)
             etag = r.headers.get("X-Linked-Etag") or r.headers.get("ETag")
             if etag and self.stats.etag is None:
                 self.stats.etag = etag.strip('"').removeprefix("W/").strip('"')
@@ -798,10 +800,11 @@ def read_remote_header(
         retries=retries,
         follow_shards=follow_shards,
     )
-    src.ensure(min(initial_chunk, 24))  # first request: learn size, commit and whether Range works
-    if ref is not None and src.stats.revision and src._pin_url is not None and src.stats.revision != ref.revision:
-        src._url = src._pin_url(src.stats.revision)
-    header = read_header(src)  # closes the source (and any cut-short stream)
+    try:
+        header = read_header(src)  # closes the source (and any cut-short stream)
+    except BaseException:
+        src.close()  # a HubError mid-read: do not leave a streamed body open
+        raise
     label = src.name
     if ref is not None:
         label = HubFileRef(ref.repo_id, ref.filename, src.stats.revision or ref.revision, ref.repo_type).spec

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -322,29 +323,73 @@ def call_text_from_template(
     call: dict[str, Any],
 ) -> CallText:
     """Render ``messages`` + an assistant turn carrying ``call`` + a user turn through llama.cpp, and the
-    same with a plain reply instead; the call text is what follows the generation prompt in the first,
-    up to the end-of-turn text that a plain reply is followed by too (RESEARCH §4: the exact spacing
-    matters, ``<tool_call>{…}</tool_call>`` is not parsed where the template writes newlines)."""
-    after = {"role": "user", "content": "Thanks."}
+    same with a plain reply instead; the call text is what follows the generation prompt in the first, up
+    to where the conversation continues, less the end-of-turn text (which a model emits as an
+    end-of-generation token, never as content). Compared marker by marker, so ``<|START_ACTION|>`` is never
+    split against ``<|START_RESPONSE|>``. The exact spacing matters (RESEARCH §4:
+    ``<tool_call>{…}</tool_call>`` is not parsed where the template writes newlines)."""
     fn = call.get("function", {})
     values = [str(v) for v in _arg_values(fn.get("arguments"))] or [str(fn.get("name", ""))]
     p0 = session.apply_template(messages, tools)
-    reply = session.apply_template([*messages, {"role": "assistant", "content": _REPLY_MARK}, after], tools)
-    end = reply[reply.index(_REPLY_MARK) + len(_REPLY_MARK) :] if _REPLY_MARK in reply else ""
     first: CallText | None = None
-    for content in ("", None):
-        turn = {"role": "assistant", "content": content, "tool_calls": [call]}
+    # what follows the call turn: a user turn, or (templates that insist on alternation) the tool's result
+    for after in ({"role": "user", "content": "Thanks."}, _tool_result_for(call)):
         try:
-            p1 = session.apply_template([*messages, turn, after], tools)
+            reply = session.apply_template([*messages, {"role": "assistant", "content": _REPLY_MARK}, after], tools)
         except LlamaCppError:
-            continue
-        k = _common_prefix(p0, p1)
-        text = p1[k : len(p1) - len(end)] if end and p1.endswith(end) else p1[k:]
-        ct = CallText(text, p1, content is None)
-        if all(v in text for v in values):
-            return ct
-        first = first or ct
+            reply = ""
+        for content in ("", None):
+            turn = {"role": "assistant", "content": content, "tool_calls": [call]}
+            try:
+                p1 = session.apply_template([*messages, turn, after], tools)
+            except LlamaCppError:
+                continue
+            text = _cut_call(p0, p1, reply)
+            ct = CallText(text, p1, content is None)
+            if text and all(v in text for v in values):
+                return ct
+            first = first or ct
     return first or CallText("")
+
+
+def _tool_result_for(call: dict[str, Any]) -> Message:
+    from gguftpl.templates import probes
+
+    name = str((call.get("function") or {}).get("name", ""))
+    return {"role": "tool", "tool_call_id": call.get("id", probes.CANARY_CALL_ID), "name": name, "content": "ok"}
+
+
+_PIECE = re.compile(
+    r"<\|[^<>\s]{0,40}?\|>|<｜[^<>]{0,40}?｜>|<\|\w+>|<\w+\|>|</?[A-Za-z_][\w:.\-]*(?:=[^<>\s]*)?>"
+    r"|\[/?[A-Z_]+\]|\w+|\s|.",
+    re.DOTALL,
+)
+_CONTROL_END = re.compile(r"(?:<\|[^<>|\s]{1,48}\|>|<｜[^<>｜]{1,48}｜>|<\|\w{1,48}>|<\w{1,48}\|>|</s>)\s*$")
+
+
+def _common_pieces(a: list[str], b: list[str]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _cut_call(gen_prompt: str, with_call: str, with_reply: str) -> str:
+    pg, pc, pr = _PIECE.findall(gen_prompt), _PIECE.findall(with_call), _PIECE.findall(with_reply)
+    start = _common_pieces(pg, pc)
+    # the conversation after the turn is the same in both renders: trim the common tail
+    tail = _common_pieces(pc[::-1], pr[::-1])
+    body = "".join(pc[start : max(start, len(pc) - tail)])
+    reply = "".join(pr[: len(pr) - tail])
+    at = reply.find(_REPLY_MARK)
+    eot = reply[at + len(_REPLY_MARK) :] if at >= 0 else ""
+    if eot and body.endswith(eot):
+        body = body[: -len(eot)]
+    else:
+        # an end-of-turn the plain reply does not share (e.g. <|eom_id|> after a call): a control marker
+        body = _CONTROL_END.sub("", body)
+    return body
 
 
 def _arg_values(args: Any) -> list[Any]:
@@ -487,12 +532,26 @@ def _tool_stages(
     return [Stage(f"tools: {t.name}", t.status, t.evidence, dict(t.data)) for t in res.stages]
 
 
-def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
+def _file_templates(s: LlamaCppSession) -> dict[str, str]:
+    if s.templates is not None:
+        return dict(s.templates)
+    if s.path is None:
+        return {}
     from gguftpl.gguf.reader import read_header
-    from gguftpl.templates import probes
     from gguftpl.templates.templateset import load_templateset
 
-    tset = load_templateset(read_header(path))
+    return {n: t.text for n, t in load_templateset(read_header(s.path)).templates.items()}
+
+
+def verify_session(s: LlamaCppSession, label: str | None = None) -> VerifyResult:
+    """The five stages on a running session (its file, or its bare templates)."""
+    return _verify(s, label or s.path or "<templates>")
+
+
+def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
+    from gguftpl.templates import probes
+
+    file_templates = _file_templates(s)
     tools = probes.canary_tools()
     msgs = probes.tools_conversation()
     stages: list[Stage] = []
@@ -515,13 +574,13 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
         src = "the --chat-template override"
     elif name == "tool_use":
         src = "tokenizer.chat_template.tool_use (llama.cpp uses it for every request with tools)"
-    elif tset.default is not None:
+    elif "default" in file_templates:
         src = "tokenizer.chat_template" + (
-            "; the file has no tool_use template" if len(tset.templates) == 1 else "; llama.cpp loads no tool_use"
+            "; the file has no tool_use template" if "tool_use" not in file_templates else ""
         )
     else:
         src = None
-    data1 = {"template": name, "sha256": sha256_text(text), "caps": caps, "file_templates": sorted(tset.templates)}
+    data1 = {"template": name, "sha256": sha256_text(text), "caps": caps, "file_templates": sorted(file_templates)}
     if src is None:
         result.template = "fallback"
         stages.append(
@@ -572,7 +631,7 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
             )
 
     # 3. a call written in the template's own dialect is parsed back by llama.cpp
-    call = probes.tool_call(string_arguments=True)
+    call = probes.tool_call()
     expected_args = {probes.CANARY_PARAM_NAME: probes.CANARY_ARG_VALUE}
     try:
         ct = call_text_from_template(s, msgs, tools, call)

@@ -20,8 +20,8 @@ import difflib
 import os
 import shlex
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -548,6 +548,30 @@ def _rules_for(findings: Iterable[Finding]) -> dict[str, Rule]:
     return dict(sorted(out.items()))
 
 
+def _ahead(
+    fn: Callable[[QuantEntry], Any], items: Sequence[QuantEntry], jobs: int
+) -> Iterator[tuple[QuantEntry, Future[Any]]]:
+    """``(item, future of fn(item))`` in order, with at most ``2 * jobs`` started and not yet consumed, so
+    a slow first file cannot make the others pile up their header buffers (16 MB each for a 262k vocab)."""
+    window = 2 * jobs
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gguftpl-hdr") as pool:
+        pending: deque[tuple[QuantEntry, Future[Any]]] = deque()
+        it = iter(items)
+        try:
+            for item in it:
+                pending.append((item, pool.submit(fn, item)))
+                if len(pending) >= window:
+                    break
+            while pending:
+                yield pending.popleft()
+                nxt = next(it, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(fn, nxt)))
+        finally:
+            for _, f in pending:  # an error (or a consumer that stopped): start nothing more
+                f.cancel()
+
+
 def _audit_one(entry: QuantEntry, header: Any, *, keep: Any, cache: Any, engine: str, strict: bool) -> None:
     from gguftpl.audit import audit_header
 
@@ -692,28 +716,21 @@ def audit_hub_repo(
         )
 
     done = 0
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gguftpl-hdr") as pool:
-        futures: list[tuple[QuantEntry, Future[RemoteRead]]] = [(e, pool.submit(fetch, e)) for e in todo]
+    # audit in listing order while the next headers download: the network overlaps the (CPU) analysis
+    for e, fut in _ahead(fetch, todo, jobs):
         try:
-            # audit in listing order as results arrive: the network overlaps the (CPU) analysis
-            for e, fut in futures:
-                try:
-                    rr = fut.result()
-                except GGUFFormatError as exc:
-                    _unreadable(e, exc, keep)
-                else:
-                    e.remote = rr.remote_dict()
-                    try:
-                        _audit_one(e, rr.header, keep=keep, cache=cache, engine=engine, strict=strict)
-                    finally:
-                        rr.header.close()
-                done += 1
-                if progress is not None:
-                    progress(done, total, e.name)
-        except BaseException:
-            for _, f in futures:
-                f.cancel()
-            raise
+            rr = fut.result()
+        except GGUFFormatError as exc:
+            _unreadable(e, exc, keep)
+        else:
+            e.remote = rr.remote_dict()
+            try:
+                _audit_one(e, rr.header, keep=keep, cache=cache, engine=engine, strict=strict)
+            finally:
+                rr.header.close()
+        done += 1
+        if progress is not None:
+            progress(done, total, e.name)
     result = _finish(
         target,
         "hub",
@@ -777,21 +794,19 @@ def audit_local_dir(
         return read_header(e.label)
 
     done = 0
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gguftpl-hdr") as pool:
-        futures = [(e, pool.submit(fetch, e)) for e in todo]
-        for e, fut in futures:
+    for e, fut in _ahead(fetch, todo, jobs):
+        try:
+            header = fut.result()
+        except GGUFFormatError as exc:
+            _unreadable(e, exc, keep)
+        else:
             try:
-                header = fut.result()
-            except GGUFFormatError as exc:
-                _unreadable(e, exc, keep)
-            else:
-                try:
-                    _audit_one(e, header, keep=keep, cache=cache, engine=engine, strict=strict)
-                finally:
-                    header.close()
-            done += 1
-            if progress is not None:
-                progress(done, len(todo), e.name)
+                _audit_one(e, header, keep=keep, cache=cache, engine=engine, strict=strict)
+            finally:
+                header.close()
+        done += 1
+        if progress is not None:
+            progress(done, len(todo), e.name)
     result = _finish(
         folder,
         "dir",

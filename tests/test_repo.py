@@ -405,3 +405,33 @@ def test_hub_repo_with_a_broken_quant(hub: HubServer, quant_dir: Callable[..., P
     assert [f.code for f in by_path[broken].findings] == ["GT001"]
     assert codes(ra) == []  # the two readable quants agree; the broken one is not "missing" anything
     assert ra.exit_code("error") == 1
+
+
+def test_read_ahead_is_bounded() -> None:
+    import threading
+
+    from gguftpl.repo import QuantEntry, _ahead
+
+    started: list[int] = []
+    consumed: list[int] = []
+    gate = threading.Event()
+    lock = threading.Lock()
+
+    def fn(e: QuantEntry) -> int:
+        n = int(e.name)
+        with lock:
+            started.append(n)
+        if n == 0:
+            gate.wait(10)  # the first file is slow: the others must not all start meanwhile
+        return n
+
+    items = [QuantEntry(label=str(i), name=str(i)) for i in range(20)]
+    most_ahead = 0
+    for e, fut in _ahead(fn, items, jobs=3):
+        if e.name == "0":
+            gate.set()
+        consumed.append(fut.result())
+        with lock:
+            most_ahead = max(most_ahead, len(started) - len(consumed))
+    assert consumed == list(range(20))  # in order
+    assert most_ahead <= 2 * 3

@@ -323,7 +323,8 @@ def schema_stage(m: ToolMeasurement) -> ToolStage:
         return ToolStage(
             STAGE_SCHEMA,
             PASS,
-            f"all {len(m.tools)} tools reach the prompt in full ({n_items} names and descriptions)",
+            ("the tool reaches" if len(m.tools) == 1 else f"all {len(m.tools)} tools reach")
+            + f" the prompt in full ({n_items} names and descriptions checked)",
             data,
         )
     first = bad[0]
@@ -361,7 +362,8 @@ def budget_stage(
     }
     heaviest = ", ".join(f"{n} {c}" for c, n in costs[:3])
     desc = (
-        f"{_n(len(m.tools), 'tool')} add {m.tool_tokens} prompt tokens ({m.base_tokens} → {m.all_tokens}); "
+        f"{_n(len(m.tools), 'tool')} {'adds' if len(m.tools) == 1 else 'add'} {m.tool_tokens} prompt tokens "
+        f"({m.base_tokens} → {m.all_tokens}); "
         f"heaviest alone: {heaviest}"
     )
     if m.overhead_tokens is not None:
@@ -522,51 +524,23 @@ class RoundTrip:
         return all(s.ok for s in self.stages)
 
 
-_REPLY_MARK = "GGUFTPL-REPLY-MARK"
-
-
-def _common_prefix_len(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def rendered_call_text(
     engine: PromptEngine, tools: Sequence[ToolSpec], messages: list[Message] | None = None
 ) -> CallText:
-    """A :data:`CallText` that writes a call the way the template itself renders one in history.
-
-    The assistant turn is cut out of llama.cpp's render by difference: after the prompt that ends with the
-    generation prompt, and before the end-of-turn text that a plain assistant reply is followed by too.
-    (``gguftpl.llamacpp`` may offer its own dialect writer; this one needs only ``apply_template``.)
-    """
+    """A :data:`CallText` that writes a call the way the template itself renders one in history, cut out of
+    llama.cpp's render by :func:`gguftpl.llamacpp.call_text_from_template` (needs only ``apply_template``)."""
     from gguftpl.errors import LlamaCppError
+    from gguftpl.llamacpp import call_text_from_template
 
     oa = openai_tools(tools)
 
     def write(tool: ToolSpec, args: dict[str, Any]) -> str:
         msgs = list(messages or probe_messages(f"Use {tool.name} to answer my question."))
-        after = {"role": "user", "content": "Thanks."}
-        call: Message = {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": "call_0", "type": "function", "function": {"name": tool.name, "arguments": json.dumps(args)}}
-            ],
-        }
-        p0 = engine.apply_template(msgs, oa)
-        p1 = engine.apply_template([*msgs, call, after], oa)
-        p2 = engine.apply_template([*msgs, {"role": "assistant", "content": _REPLY_MARK}, after], oa)
-        # where the model's turn starts: after the generation prompt (or where history first differs from it)
-        k = _common_prefix_len(p0, p1)
-        # where it ends: the end-of-turn text that follows any assistant reply
-        end = p2[p2.index(_REPLY_MARK) + len(_REPLY_MARK) :] if _REPLY_MARK in p2 else ""
-        text = p1[k : len(p1) - len(end)] if end and p1.endswith(end) else p1[k:]
-        if not text.strip() or tool.name not in text:
-            raise LlamaCppError("the template does not render assistant tool calls in history")
-        return text
+        call = {"id": "call_0", "type": "function", "function": {"name": tool.name, "arguments": json.dumps(args)}}
+        ct = call_text_from_template(engine, msgs, oa, call)  # type: ignore[arg-type]
+        if not ct.text.strip() or tool.name not in ct.text:
+            raise LlamaCppError("the template does not render an assistant tool call in the conversation history")
+        return ct.text
 
     return write
 
@@ -588,7 +562,7 @@ def pick_tool(tools: Sequence[ToolSpec], name: str | None) -> ToolSpec:
 def round_trip(
     engine: PromptEngine,
     parser: CallParser,
-    call_text: CallText,
+    call_text: CallText | None,
     tools: Sequence[ToolSpec],
     tool: ToolSpec,
     arguments: dict[str, Any] | None = None,
@@ -604,6 +578,8 @@ def round_trip(
     """
     msgs = list(messages or probe_messages(f"Use {tool.name} to answer my question."))
     oa = openai_tools(tools)
+    if call_text is None:
+        call_text = rendered_call_text(engine, tools, msgs)
     args = dict(arguments) if arguments is not None else example_arguments(tool.parameters)
     rt = RoundTrip([], tool.name, arguments=args)
     stages = rt.stages
@@ -685,9 +661,13 @@ def round_trip(
 
     # 3. dispatch
     result: ResultLike
-    if dispatch is None:
+    if dispatch is None or tool.server is None:
         result = DispatchResult(f"gguftpl-result-{uuid.uuid4().hex[:12]}")
-        stages.append(ToolStage(STAGE_DISPATCH, SKIP, "no MCP server for this tool: using a synthetic result"))
+        stages.append(
+            ToolStage(
+                STAGE_DISPATCH, SKIP, f"{tool.name} comes from {tool.source}, no server: using a synthetic result"
+            )
+        )
     else:
         try:
             result = dispatch(tool, parsed_args)
@@ -791,8 +771,7 @@ def run_tool_checks(
     if context_length and m.all_tokens > context_length:
         # the full request cannot be served; still check the dialect and dispatch with this tool alone
         offered = [tool]
-    writer = call_text or rendered_call_text(engine, offered)
-    rt = round_trip(engine, parser, writer, offered, tool, arguments, dispatch, messages)
+    rt = round_trip(engine, parser, call_text, offered, tool, arguments, dispatch, messages)
     if len(offered) < len(tools) and rt.stages:
         rt.stages[0].evidence += f" (with only {tool.name} offered: all {len(tools)} tools do not fit the context)"
     stages.extend(rt.stages)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from gguftpl.errors import LlamaCppError
 from gguftpl.toolcheck import (
     FAIL,
     PASS,
@@ -41,75 +40,13 @@ HERMES_TOOL_USE = (ROOT / "upstream_templates/NousResearch/Hermes-2-Pro-Mistral-
 pytest.importorskip("xllamacpp")
 
 
-class _Engine:
-    """llama.cpp's own /apply-template and /tokenize on an in-process server (xllamacpp)."""
-
-    def __init__(self, path: Path) -> None:
-        import xllamacpp
-
-        p = xllamacpp.CommonParams()
-        p.model.path = str(path)
-        p.n_ctx = 32768  # many tools in a byte-level vocabulary need room (as gguftpl's stand-in has)
-        p.warmup = False
-        p.hostnames = ["127.0.0.1"]
-        p.port = 0
-        p.ui = False
-        self._srv = xllamacpp.Server(p)
-        addr = self._srv.listening_address
-        self.base = addr if addr.startswith("http") else f"http://{addr}"
-
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
-        import urllib.request
-
-        req = urllib.request.Request(
-            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req) as r:
-            return json.loads(r.read())
-
-    def apply_template(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        body: dict[str, Any] = {"messages": messages}
-        if tools:
-            body["tools"] = tools
-        return str(self._post("/apply-template", body)["prompt"])
-
-    def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
-        return list(self._post("/tokenize", {"content": text, "parse_special": parse_special})["tokens"])
-
-    def parse_completion(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], canned_text: str) -> Any:
-        """llama.cpp's own parser on a prefilled assistant turn; a strong EOS bias ends generation at once."""
-        import urllib.request
-
-        with urllib.request.urlopen(self.base + "/props") as r:
-            eos_text = json.loads(r.read())["eos_token"]
-        (eos,) = self.tokenize(eos_text, True)
-        try:
-            res = self._srv.handle_chat_completions(
-                {
-                    "messages": [*messages, {"role": "assistant", "content": canned_text}],
-                    "tools": tools,
-                    "temperature": 0,
-                    "max_tokens": 4,
-                    "logit_bias": [[eos, 100]],
-                }
-            )
-        except RuntimeError as exc:
-            raise LlamaCppError(str(exc)) from None
-        if "choices" not in res:
-            raise LlamaCppError(json.dumps(res.get("error", res))[:300])
-        return res["choices"][0]["message"]
-
-    def close(self) -> None:
-        del self._srv
-
-
 @contextmanager
 def engine(path: Path) -> Iterator[Any]:
-    eng = _Engine(path)
-    try:
-        yield eng
-    finally:
-        eng.close()
+    """llama.cpp's own /apply-template, /tokenize and parser on a stand-in of ``path`` (gguftpl.llamacpp)."""
+    from gguftpl.llamacpp import LlamaCppSession
+
+    with LlamaCppSession(path) as s:
+        yield s
 
 
 MCP_LIKE = {

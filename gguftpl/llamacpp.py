@@ -842,3 +842,212 @@ def _agreement_stage(
         + f" (normalised: {'; '.join(checked[0]['normalised'])})",
         {"requests": checked},
     )
+
+
+# ---------------------------------------------------------------------------------------------- render
+
+DEFAULT_MESSAGES: list[Message] = [
+    {"role": "system", "content": "You are a helpful assistant with access to tools."},
+    {"role": "user", "content": "What is the weather in Paris right now, in Celsius?"},
+]
+"""The sample conversation (``samples/conversation.json``; a test keeps the two equal)."""
+DEFAULT_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_weather",
+            "description": "Get the current weather in a given city.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "Name of the city, e.g. Paris."},
+                    "unit": {
+                        "type": "string",
+                        "enum": ["celsius", "fahrenheit"],
+                        "description": "Temperature unit to report in.",
+                    },
+                },
+                "required": ["city"],
+            },
+        },
+    }
+]
+"""The sample tool (``samples/tools.json``)."""
+
+ENGINES = ("hf", "llamacpp")
+
+
+def load_messages_file(path: str | os.PathLike[str]) -> list[Message]:
+    """A conversation file: a list of messages, or an object with a ``messages`` list."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {os.fspath(path)}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{os.fspath(path)}: not JSON: {exc}") from None
+    msgs = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
+        raise UsageError(f"{os.fspath(path)}: expected a list of messages with a 'role' (or {{'messages': [...]}})")
+    return msgs
+
+
+@dataclass(frozen=True)
+class ToolSpan:
+    """Where one piece of a tool definition landed in a rendered prompt."""
+
+    tool: str
+    kind: str
+    """``name``, ``description``, ``property`` or ``property-description``."""
+    text: str
+    start: int
+    """Character offset in the prompt (-1: not found)."""
+    line: int
+    """1-based line (0: not found)."""
+
+    @property
+    def found(self) -> bool:
+        return self.start >= 0
+
+
+def locate_tools(prompt: str, tools: Sequence[dict[str, Any]]) -> list[ToolSpan]:
+    """Find each tool's name, description and parameter names/descriptions in ``prompt``."""
+    from gguftpl.toolcheck import schema_items
+    from gguftpl.tools import tools_from_json
+
+    spans: list[ToolSpan] = []
+    for spec in tools_from_json(list(tools), "<tools>"):
+        for item in schema_items(spec):
+            at = prompt.find(item.text)
+            if at < 0 and item.kind.endswith("description"):
+                # json.dumps escapes quotes and non-ASCII: look for the escaped form too
+                esc = json.dumps(item.text)[1:-1]
+                at = prompt.find(esc)
+                text = esc if at >= 0 else item.text
+            else:
+                text = item.text
+            line = prompt.count("\n", 0, at) + 1 if at >= 0 else 0
+            spans.append(ToolSpan(spec.name, item.kind, text, at, line))
+    return spans
+
+
+@dataclass
+class RenderResult:
+    prompt: str
+    engine: str
+    template: str
+    """Template name (``default``, ``tool_use``, …, ``fallback``, or ``override``)."""
+    tools: list[dict[str, Any]]
+    spans: list[ToolSpan]
+    notes: list[str] = field(default_factory=list)
+
+
+def select_template(templates: Mapping[str, str], tools: Sequence[Any] | None, name: str | None) -> str | None:
+    """The template name llama.cpp would render a request with: ``tool_use`` when the request has tools
+    and the file has one, else ``default``; an explicit ``name`` wins. None: the file has none."""
+    if name is not None:
+        if name not in templates:
+            have = ", ".join(sorted(templates)) or "none"
+            raise UsageError(f"--template {name}: the file has no such template (has: {have})")
+        return name
+    if tools and "tool_use" in templates:
+        return "tool_use"
+    return "default" if "default" in templates else None
+
+
+def render_prompt(
+    path: str | os.PathLike[str],
+    *,
+    engine: str = "hf",
+    template: str | None = None,
+    messages: list[Message] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    load_weights: bool = False,
+    add_generation_prompt: bool = True,
+) -> RenderResult:
+    """The exact prompt an engine renders for ``messages`` and ``tools`` (defaults: the sample ones).
+
+    ``hf``: transformers semantics (``render_hf``) on the template llama.cpp would choose (or ``template``),
+    with the file's BOS/EOS texts. ``llamacpp``: llama.cpp's own engine (``/apply-template``) on a stand-in
+    (or the real file with ``load_weights``); ``template`` is passed as a ``--chat-template`` override.
+    """
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.templates.templateset import load_templateset, special_token_text
+
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    msgs = list(messages if messages is not None else DEFAULT_MESSAGES)
+    tl = list(tools if tools is not None else DEFAULT_TOOLS)
+    tset = load_templateset(read_header(path))
+    texts = {n: t.text for n, t in tset.templates.items()}
+    name = select_template(texts, tl, template)
+    notes: list[str] = []
+    if engine == "hf":
+        from gguftpl.errors import TemplateError
+        from gguftpl.templates.hfrender import render_hf
+
+        if name is None:
+            raise TemplateError(
+                f"{path} has no chat template: transformers refuses to render; llama.cpp silently falls back "
+                "to ChatML (see it with --engine llamacpp)"
+            )
+        prompt = render_hf(
+            texts[name],
+            msgs,
+            tools=tl or None,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=special_token_text(tset, "bos"),
+            eos_token=special_token_text(tset, "eos"),
+        )
+        used = name
+    else:
+        override = texts[name] if template is not None and name is not None else None
+        with LlamaCppSession(path, load_weights=load_weights, chat_template=override) as s:
+            prompt = s.apply_template(msgs, tl or None, add_generation_prompt=add_generation_prompt)
+            used, _ = s.template_for(tl)
+            if override is not None:
+                used = name or "override"
+            elif not texts:
+                used = "fallback"
+                notes.append("the file has no chat template: llama.cpp rendered with its built-in ChatML fallback")
+            if tl and not s.caps.get("supports_tools"):
+                notes.append("llama.cpp's capability probe: supports_tools=false (it drops the tools)")
+    return RenderResult(prompt, engine, used, tl, locate_tools(prompt, tl) if tl else [], notes)
+
+
+# ----------------------------------------------------------------------------------------------- bench
+
+
+def bench_verify(path: str | os.PathLike[str], *, load_weights: bool = False) -> dict[str, Any]:
+    """Time and peak memory of one ``verify_file`` run in a fresh process (so peak RSS is this run's).
+
+    Returns ``{"path", "load_weights", "seconds", "peak_rss_mib", "ok", "stages"}``; used by scripts/bench.py.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import json, resource, sys, time\n"
+        "from gguftpl.llamacpp import verify_file\n"
+        "t = time.perf_counter()\n"
+        "r = verify_file(sys.argv[1], load_weights=sys.argv[2] == '1')\n"
+        "dt = time.perf_counter() - t\n"
+        "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "print(json.dumps({'seconds': dt, 'peak_rss_mib': rss, 'ok': r.ok, "
+        "'stages': [s.status for s in r.stages], 'timings': r.timings}))\n"
+    )
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, os.fspath(path), "1" if load_weights else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise LlamaCppError(f"bench run failed: {proc.stderr.strip().splitlines()[-1:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"path": os.fspath(path), "load_weights": load_weights, **res}

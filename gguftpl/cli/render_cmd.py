@@ -1,0 +1,113 @@
+"""``gguftpl render FILE``: print the exact prompt an engine renders, marking where the tool schemas landed."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options, tool_source_options
+
+
+@click.command("render")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--template",
+    "template",
+    metavar="NAME",
+    default=None,
+    help="Template to render (default: the one "
+    "llama.cpp would pick: tool_use when there are tools and the file has one, else default).",
+)
+@click.option(
+    "--messages",
+    "messages_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help='Conversation JSON: a list of messages or {"messages": [...]} (default: samples/conversation.json).',
+)
+@click.option("--no-tools", is_flag=True, help="Render without tools (default tools: samples/tools.json).")
+@click.option(
+    "--engine",
+    type=click.Choice(["hf", "llamacpp"]),
+    default="hf",
+    show_default=True,
+    help="hf: transformers semantics; llamacpp: llama.cpp's own engine (needs xllamacpp).",
+)
+@click.option("--load-weights", is_flag=True, help="llamacpp engine: load the real file instead of a stand-in.")
+@click.option("--raw", is_flag=True, help="Print only the prompt, byte for byte, with no marks or notes.")
+@click.option("--color/--no-color", default=None, help="Highlight the tool schemas (default: only on a terminal).")
+@tool_source_options
+def command(
+    file: str,
+    template: str | None,
+    messages_file: str | None,
+    no_tools: bool,
+    engine: str,
+    load_weights: bool,
+    raw: bool,
+    color: bool | None,
+    **kwargs: Any,
+) -> None:
+    """Print the prompt ENGINE renders for a conversation with tools, and where each tool's name,
+    description and parameters landed (line numbers; highlighted on a terminal). A tool missing from the
+    prompt is named: the model would never see it."""
+    from gguftpl.llamacpp import load_messages_file, render_prompt
+    from gguftpl.tools import openai_tools
+
+    source_opts = pop_tool_source_options(kwargs)
+    messages = load_messages_file(messages_file) if messages_file else None
+    sources = open_from_options(source_opts)
+    try:
+        tools = openai_tools(sources.tools) if sources is not None else None
+    finally:
+        if sources is not None:
+            sources.close()
+    if no_tools:
+        tools = []
+    result = render_prompt(
+        file, engine=engine, template=template, messages=messages, tools=tools, load_weights=load_weights
+    )
+    if raw:
+        sys.stdout.write(result.prompt)
+        sys.stdout.flush()
+        return
+    use = color if color is not None else sys.stdout.isatty()
+    click.echo(_highlight(result.prompt, result.spans) if use else result.prompt, color=use)
+    click.echo(f"--- engine: {result.engine}; template: {result.template}", err=False)
+    for note in result.notes:
+        click.echo(f"--- note: {note}")
+    if result.tools:
+        click.echo(_tool_note(result.spans))
+
+
+def _highlight(prompt: str, spans: list[Any]) -> str:
+    marks = sorted({(s.start, s.start + len(s.text)) for s in spans if s.found})
+    out, pos = [], 0
+    for start, end in marks:
+        if start < pos:
+            continue
+        out.append(prompt[pos:start])
+        out.append(click.style(prompt[start:end], reverse=True, bold=True))
+        pos = end
+    out.append(prompt[pos:])
+    return "".join(out)
+
+
+def _tool_note(spans: list[Any]) -> str:
+    by_tool: dict[str, list[Any]] = {}
+    for s in spans:
+        by_tool.setdefault(s.tool, []).append(s)
+    lines = []
+    for tool, items in by_tool.items():
+        found = [s for s in items if s.found]
+        missing = [s for s in items if not s.found]
+        if not found:
+            lines.append(f"--- tool {tool}: NOT in the prompt (the model never sees it)")
+            continue
+        where = ", ".join(f"{s.kind} {s.text[:24]!r} line {s.line}" for s in found)
+        lines.append(f"--- tool {tool}: {where}")
+        if missing:
+            lines.append(f"--- tool {tool}: missing: {', '.join(f'{s.kind} {s.text[:24]!r}' for s in missing)}")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""``gguftpl verify FILE``: does tool calling survive llama.cpp itself? A trace of stages, each PASS, FAIL
+or SKIP with its evidence, from llama.cpp's own engine and parser (xllamacpp, in-process, 127.0.0.1).
+
+Exit codes: 0 every stage passed; 1 a stage failed; 2 usage error, unreadable file, or llama.cpp missing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from gguftpl.cli.tool_options import (
+    open_from_options,
+    pop_tool_check_options,
+    pop_tool_source_options,
+    tool_check_options,
+    tool_source_options,
+)
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "warn": "WARN"}
+_COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
+
+
+@click.command("verify")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+@click.option(
+    "--load-weights",
+    is_flag=True,
+    help="Load the real file into llama.cpp instead of a stand-in (the file's tokenizer on a zero-weight body).",
+)
+@tool_source_options
+@tool_check_options
+def command(file: str, fmt: str, load_weights: bool, **kwargs: Any) -> None:
+    """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
+    reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool
+    result renders in the next turn, and whether llama.cpp and transformers render the same prompt.
+
+    With --tools/--mcp/--mcp-url, the tools you really run are checked too (schema reach, context budget,
+    one round trip). Needs xllamacpp: pip install 'gguftpl[llamacpp]'.
+
+    Exit status: 0 all stages passed, 1 a stage failed, 2 error.
+    """
+    from gguftpl.errors import UsageError
+    from gguftpl.llamacpp import require_xllamacpp, verify_file
+    from gguftpl.tools import parse_arguments_json
+
+    source_opts = pop_tool_source_options(kwargs)
+    check_opts = pop_tool_check_options(kwargs)
+    require_xllamacpp()
+    args = parse_arguments_json(check_opts["call_args"]) if check_opts.get("call_args") else None
+    if args is not None and not isinstance(args, dict):
+        raise UsageError("--args must be a JSON object")
+    sources = open_from_options(source_opts)
+    try:
+        tools = sources.tools if sources is not None else None
+        dispatch = None
+        if sources is not None and tools:
+            from gguftpl.toolcheck import pick_tool
+
+            dispatch = sources.dispatcher_for(pick_tool(tools, check_opts.get("call")))
+        result = verify_file(
+            file,
+            load_weights=load_weights,
+            tools=tools,
+            dispatch=dispatch,
+            call=check_opts.get("call"),
+            arguments=args,
+            max_tool_share=check_opts.get("max_tool_share"),
+        )
+    finally:
+        if sources is not None:
+            sources.close()
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(_text(result))
+    raise SystemExit(0 if result.ok else 1)
+
+
+def _text(result: Any) -> str:
+    from gguftpl.llamacpp import CORE_STAGES
+
+    how = "real weights" if result.standin is None else f"stand-in ({result.standin['vocab']} tokenizer)"
+    lines = [f"{result.path}: llama.cpp (xllamacpp, {how})"]
+    for i, st in enumerate(result.stages, 1):
+        mark = click.style(_MARK.get(st.status, st.status.upper()), fg=_COLOR.get(st.status), bold=True)
+        num = f"{i}." if st.name in CORE_STAGES else "  "
+        lines.append(f"  {mark} {num} {st.name}")
+        for ev_line in st.evidence.splitlines() or [""]:
+            lines.append(f"          {ev_line}")
+    failed = [s.name for s in result.stages if not s.ok]
+    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
+    return "\n".join(lines)

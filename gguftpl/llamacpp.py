@@ -1051,3 +1051,52 @@ def bench_verify(path: str | os.PathLike[str], *, load_weights: bool = False) ->
         raise LlamaCppError(f"bench run failed: {proc.stderr.strip().splitlines()[-1:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"path": os.fspath(path), "load_weights": load_weights, **res}
+
+
+# -------------------------------------------------------------------------------------------- findings
+
+_STAGE_RULES = {
+    STAGE_SELECTION: "LLAMACPP_CHATML_FALLBACK",
+    STAGE_SCHEMA: "LLAMACPP_TOOLS_DROPPED",
+    STAGE_CALL: "LLAMACPP_CALL_NOT_PARSED",
+    STAGE_RESULT: "LLAMACPP_RESULT_NOT_RENDERED",
+    STAGE_AGREEMENT: "LLAMACPP_HF_MISMATCH",
+}
+
+
+def findings_from_result(result: VerifyResult, label: str | None = None) -> list[Any]:
+    """Failed core stages as GT6xx findings (tool-check stages are not findings)."""
+    from gguftpl import rules
+    from gguftpl.findings import Location, make_finding
+    from gguftpl.templates.templateset import template_key
+
+    label = label or result.path
+    out = []
+    for st in result.stages:
+        if st.status != FAIL or st.name not in _STAGE_RULES:
+            continue
+        rule = getattr(rules, _STAGE_RULES[st.name])
+        tname = result.template if result.template not in (None, "fallback") else None
+        loc = Location(file=label, key=template_key(tname) if tname else None)
+        fix = f"gguftpl patch {label} --from-hub REPO -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        out.append(
+            make_finding(
+                rule,
+                f"llama.cpp verification, stage {st.name!r}: {st.evidence.splitlines()[0][:300]}",
+                loc,
+                template=tname,
+                evidence=st.evidence[:1200],
+                fix=fix if rule.code != "GT604" else None,
+                stage=st.name,
+            )
+        )
+    return out
+
+
+def llamacpp_findings(
+    path: str | os.PathLike[str], label: str | None = None, *, load_weights: bool = False
+) -> list[Any]:
+    """``audit --engine llamacpp``: run :func:`verify_file` and turn failed stages 1–5 into GT6xx findings
+    located at ``label`` (default: the path). Raises LlamaCppError when xllamacpp is missing."""
+    result = verify_file(path, load_weights=load_weights)
+    return findings_from_result(result, label or os.fspath(path))

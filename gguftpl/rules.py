@@ -419,3 +419,68 @@ UPSTREAM_SPECIAL_TOKENS_DIFFER = register(
         fix="Re-convert from upstream, or fix the ids with gguf-py's `gguf_set_metadata.py`.",
     )
 )
+
+# GT6xx: verification through llama.cpp itself (gguftpl.llamacpp; `gguftpl verify`, `audit --engine llamacpp`)
+LLAMACPP_TOOLS_DROPPED = register(
+    Rule(
+        "GT601",
+        "llamacpp-tools-dropped",
+        Severity.ERROR,
+        "llama.cpp renders a request with tools into a prompt that holds no tool schema.",
+        why="This is what a llama.cpp-based runtime (llama-server, Goose, LM Studio's llama.cpp engine) really "
+        "sends the model: the tools are gone, llama.cpp only logs a warning, and the model answers without them.",
+        example="A Hermes-2-Pro GGUF whose only template is plain ChatML: `supports_tools=false`, the canary tool's "
+        "name and parameter description are absent from `/apply-template`'s prompt.",
+        fix="Install a template that renders `tools` (upstream's `tool_use`): `gguftpl patch FILE --from-hub REPO "
+        "-o FIXED.gguf`, then `gguftpl verify FIXED.gguf`.",
+    )
+)
+LLAMACPP_CALL_NOT_PARSED = register(
+    Rule(
+        "GT602",
+        "llamacpp-call-not-parsed",
+        Severity.ERROR,
+        "A tool call written the way the template itself writes calls is not parsed back by llama.cpp.",
+        why="llama.cpp derives its tool-call parser from the template; when that fails, a model that emits a "
+        "perfect call gets it back as plain text (or an error) and the host never runs the tool.",
+        example="The template writes no text for an assistant `tool_calls` message, or its format is one "
+        "llama.cpp's differential parser cannot learn.",
+        fix="Use the model's upstream tool template; check with `gguftpl verify FILE`.",
+    )
+)
+LLAMACPP_RESULT_NOT_RENDERED = register(
+    Rule(
+        "GT603",
+        "llamacpp-result-not-rendered",
+        Severity.ERROR,
+        "After a tool call, llama.cpp's prompt for the next turn does not contain the tool's result.",
+        why="The model never sees what the tool returned and answers from nothing (or calls the tool again).",
+        example="A template with no branch for the `tool` role, or one llama.cpp cannot render with tools.",
+        fix="Use a template that renders `tool` messages (upstream's tool template).",
+    )
+)
+LLAMACPP_HF_MISMATCH = register(
+    Rule(
+        "GT604",
+        "llamacpp-hf-prompt-mismatch",
+        Severity.WARNING,
+        "llama.cpp and transformers (Hugging Face semantics) render different prompts for the same request.",
+        why="The model was trained and evaluated on transformers' rendering; llama.cpp's Jinja engine differs on "
+        "some constructs (`|safe`, `tojson` escaping, generators, list mutation), or transformers cannot render "
+        "the template at all. Prompts then differ between runtimes.",
+        example="`tools | map('tojson')` joined by a template: transformers raises on the generator, llama.cpp "
+        "renders it.",
+        fix="Review the first difference shown by `gguftpl verify FILE`; prefer constructs both engines agree on.",
+    )
+)
+LLAMACPP_CHATML_FALLBACK = register(
+    Rule(
+        "GT605",
+        "llamacpp-chatml-fallback",
+        Severity.WARNING,
+        "The file has no chat template and llama.cpp silently falls back to its built-in ChatML.",
+        why="Unless the model really speaks ChatML, every prompt is in the wrong format, and tools are dropped.",
+        example="A GGUF converted without `tokenizer.chat_template`.",
+        fix="Add the model's template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
+    )
+)

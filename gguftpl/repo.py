@@ -935,6 +935,9 @@ class TargetsAudit:
             nbytes = sum(int(r.get("bytes_fetched", 0)) for r in self.remote.values())
             nreq = sum(int(r.get("requests", 0)) for r in self.remote.values())
             out += f"remote: {len(self.remote)} header(s) read over HTTP, {nbytes:,} bytes in {nreq} request(s)\n"
+            for label, info in self.remote.items():
+                for note in info.get("notes", []):  # e.g. "… is shard 2 of 3 …, reading …-00001-of-00003.gguf"
+                    out += f"note: {label}: {note}\n"
         return out
 
 

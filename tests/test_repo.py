@@ -435,3 +435,20 @@ def test_read_ahead_is_bounded() -> None:
             most_ahead = max(most_ahead, len(started) - len(consumed))
     assert consumed == list(range(20))  # in order
     assert most_ahead <= 2 * 3
+
+
+def test_auditing_a_later_shard_reads_the_first(hub: HubServer, make_gguf: Any) -> None:
+    from gguftpl.repo import audit_targets
+
+    first = make_gguf("s-00001-of-00002.gguf", templates={"default": CHATML}, extra_kv={"split.count": 2})
+    second = make_gguf("s-00002-of-00002.gguf", extra_kv={"split.no": 1, "split.count": 2})
+    for p in (first, second):
+        sha = hub.add_file("org/s", p.name, p)
+    ta = audit_targets(["hf://org/s/s-00002-of-00002.gguf"])
+    (fa,) = ta.run.files
+    assert fa.path == f"hf://org/s/{first.name}@{sha}"
+    (info,) = ta.remote.values()
+    assert info["shard"] == {"number": 2, "count": 2, "first": first.name}
+    text = ta.format("text")
+    assert f"note: {fa.path}: s-00002-of-00002.gguf is shard 2 of 2" in text and "first shard" in text
+    assert {r.path.rsplit("/", 1)[-1] for r in hub.log if "/resolve/" in r.path} == {first.name}

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmarks: every comparison runs in this one process run, interleaved, and prints ratios.
+
+Sections (run all, or name some: `python scripts/bench.py header patch`):
+  header  header read: gguftpl's reader vs gguf-py's GGUFReader (SmolLM2 49k vocab; generated 262,144 vocab)
+  patch   patch vs cp vs gguf-new-metadata on a generated >= 2 GiB GGUF: throughput and peak RSS
+  audit   audit of a generated 262k-vocab GGUF and of a directory of 100 GGUFs, vs ggufdoctor
+  verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights: time and peak RSS
+  remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
+
+Each measurement is a fresh process (peak RSS from wait4); times are medians of --runs runs. Absolute
+times on a shared machine are noise; read the ratios. Targets from the issues are printed beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+PY = sys.executable
+BIN = Path(PY).parent
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one fresh process.
+
+    posix_spawn (vfork), not fork: a forked child's ru_maxrss starts at this process's RSS.
+    """
+    exe = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0]) or cmd[0]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        actions = [(os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)]
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(exe, cmd, env if env is not None else os.environ, file_actions=actions)
+        _, status, usage = os.wait4(pid, 0)
+        dt = time.perf_counter() - t0
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, errs = out.read().decode(), err.read().decode()
+    if code not in (0, 1):
+        raise SystemExit(f"{cmd[0]} failed ({code}): {errs.strip()[-500:]}")
+    return dt, usage.ru_maxrss // 1024, text
+
+
+def median_runs(fns: dict[str, Callable[[], tuple[float, int, str]]], runs: int) -> dict[str, tuple[float, int, str]]:
+    """Interleave the candidates run by run, so machine noise hits all of them alike."""
+    results: dict[str, list[tuple[float, int, str]]] = {k: [] for k in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            results[name].append(fn())
+    return {k: (statistics.median(r[0] for r in v), max(r[1] for r in v), v[-1][2]) for k, v in results.items()}
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def corpus(name: str) -> Path:
+    from fetch_corpus import corpus_dir
+
+    p = corpus_dir() / name
+    if not p.exists():
+        raise SystemExit(f"{p} missing: run scripts/fetch_corpus.py")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+
+
+def make_big_vocab(path: Path, n_vocab: int = 262_144) -> Path:
+    """A GGUF with a gemma-3-sized vocabulary (tokens, scores, types, merges) and a tiny body."""
+    if path.exists():
+        return path
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.tinymodel import tiny_llama_kv, tiny_llama_tensors
+    from gguftpl.gguf.writer import Typed, write_gguf
+    from tests.conftest import CHATML
+
+    tokens = ["<|im_start|>", "<|im_end|>"] + [f"▁w{i:x}" for i in range(n_vocab - 2)]
+    kv = {
+        **tiny_llama_kv(),
+        "general.name": "bench-262k",
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": Typed(ValueType.ARRAY, tokens, ValueType.STRING),
+        "tokenizer.ggml.scores": Typed(ValueType.ARRAY, [0.0] * n_vocab, ValueType.FLOAT32),
+        "tokenizer.ggml.token_type": Typed(ValueType.ARRAY, [3, 3] + [1] * (n_vocab - 2), ValueType.INT32),
+        "tokenizer.ggml.merges": Typed(ValueType.ARRAY, [f"▁w{i:x} {i % 7}" for i in range(n_vocab)], ValueType.STRING),
+        "tokenizer.ggml.bos_token_id": Typed(ValueType.UINT32, 0),
+        "tokenizer.ggml.eos_token_id": Typed(ValueType.UINT32, 1),
+        "tokenizer.chat_template": CHATML,
+    }
+    write_gguf(path, kv, tiny_llama_tensors(n_vocab, n_embd=16))
+    return path
+
+
+def make_big_file(path: Path, gib: float = 2.1) -> Path:
+    """A >= 2 GiB GGUF of 201 random-byte tensors (random so no filesystem shortcut applies)."""
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.writer import write_gguf
+    from tests.conftest import CHATML
+
+    n_tensors = 201
+    per = int(gib * 2**30 / n_tensors) // 4 * 4
+    if path.exists() and path.stat().st_size >= gib * 2**30 * 0.99:
+        return path
+    kv = {"general.architecture": "llama", "general.name": "bench-2gib", "tokenizer.chat_template": CHATML}
+    write_gguf(path, kv, [(f"blk.{i}.weight", (per // 4,), 0, b"") for i in range(n_tensors)])
+    h = read_header(path)
+    block = os.urandom(64 << 20)
+    with open(path, "r+b") as fh:
+        fh.seek(h.data_offset)
+        left = (h.data_end or 0) - h.data_offset
+        while left:
+            n = min(len(block), left)
+            fh.write(block[:n])
+            left -= n
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ sections
+
+
+def bench_header(work: Path, runs: int) -> str:
+    files = {
+        "SmolLM2-135M (49,152 tokens)": corpus("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "generated (262,144 tokens)": make_big_vocab(work / "vocab262k.gguf"),
+    }
+    ours = (
+        "import time,sys;t=time.perf_counter();from gguftpl.gguf.reader import read_header;"
+        "h=read_header(sys.argv[1]);print(time.perf_counter()-t)"
+    )
+    theirs = (
+        "import time,sys;t=time.perf_counter();import gguf;r=gguf.GGUFReader(sys.argv[1]);print(time.perf_counter()-t)"
+    )
+    rows = [["file", "gguftpl read", "gguf.GGUFReader", "speed-up (target >= 25x)", "RSS ours / theirs"]]
+    for label, path in files.items():
+        res = median_runs(
+            {
+                "ours": lambda p=path: run([PY, "-c", ours, str(p)]),
+                "theirs": lambda p=path: run([PY, "-c", theirs, str(p)]),
+            },
+            runs,
+        )
+        # in-process time (import + read), without interpreter start-up; the last run's figure
+        t_ours = float(res["ours"][2].strip())
+        t_theirs = float(res["theirs"][2].strip())
+        rows.append(
+            [
+                label,
+                f"{t_ours * 1000:.0f} ms",
+                f"{t_theirs * 1000:.0f} ms",
+                f"{t_theirs / t_ours:.1f}x",
+                f"{res['ours'][1]} / {res['theirs'][1]} MiB",
+            ]
+        )
+    return "### Header read (import + read, median of fresh processes)\n\n" + table(rows)
+
+
+def bench_patch(work: Path, runs: int) -> str:
+    big = make_big_file(work / "big.gguf")
+    size = big.stat().st_size
+    tpl = ROOT / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
+    outs = {k: work / f"out-{k}.gguf" for k in ("cp", "patch", "new_metadata")}
+
+    def fresh(out: Path) -> None:
+        if out.exists():
+            out.unlink()
+
+    def do_cp() -> tuple[float, int, str]:
+        fresh(outs["cp"])
+        return run(["cp", str(big), str(outs["cp"])])
+
+    def do_patch() -> tuple[float, int, str]:
+        fresh(outs["patch"])
+        return run([str(BIN / "gguftpl"), "patch", str(big), "-o", str(outs["patch"]), "--template", f"tool_use={tpl}"])
+
+    def do_new_metadata() -> tuple[float, int, str]:
+        fresh(outs["new_metadata"])
+        return run(
+            [str(BIN / "gguf-new-metadata"), str(big), str(outs["new_metadata"]), "--chat-template-file", str(tpl)]
+        )
+
+    run(["cat", str(big)])  # warm the page cache once
+    res = median_runs({"cp": do_cp, "patch": do_patch, "new_metadata": do_new_metadata}, runs)
+    for out in outs.values():
+        fresh(out)
+    t_cp = res["cp"][0]
+    rows = [["tool", "time", "throughput", "vs cp (target patch >= 0.8x)", "peak RSS (target patch < 150 MB)"]]
+    for name, label in (
+        ("cp", "cp"),
+        ("patch", "gguftpl patch (incl. fsync + byte-compare proof)"),
+        ("new_metadata", "gguf-new-metadata"),
+    ):
+        t, rss, _ = res[name]
+        rows.append([label, f"{t:.2f} s", f"{size / t / 2**30:.2f} GiB/s", f"{t_cp / t:.2f}x", f"{rss} MiB"])
+    return f"### Patch a {size / 2**30:.2f} GiB GGUF (median of {runs} interleaved runs)\n\n" + table(rows)
+
+
+SECTIONS: dict[str, Callable[[Path, int], str]] = {"header": bench_header, "patch": bench_patch}
+
+
+def _optional_sections() -> None:
+    """Sections owned by later capabilities live in scripts/bench_*.py and register themselves."""
+    import importlib
+
+    for mod in ("bench_audit", "bench_verify", "bench_remote"):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        SECTIONS.update(m.SECTIONS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _optional_sections()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sections", nargs="*", choices=[*SECTIONS, []][:-1] or None, help="default: all")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=None, help="folder for generated files (default: a temp dir)")
+    ap.add_argument("--json", type=Path, help="also write the tables here")
+    args = ap.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="gguftpl-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    out = {}
+    try:
+        for name in args.sections or list(SECTIONS):
+            text = SECTIONS[name](work, args.runs)
+            out[name] = text
+            print(text + "\n", flush=True)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

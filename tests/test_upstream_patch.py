@@ -181,6 +181,37 @@ def test_unreachable_hub_falls_back_loudly_and_restamps_provenance(
     assert not any(".tool_use." in k for k in prov2)
 
 
+def test_remove_with_from_catalog(make_gguf, tmp_path: Path) -> None:
+    src = make_gguf("r.gguf", templates={"default": CHATML, "rag": "{{ documents }}"})
+    out = tmp_path / "o.gguf"
+    res = CliRunner().invoke(
+        main_group,
+        [
+            "patch",
+            str(src),
+            "--from-catalog",
+            HERMES,
+            "--only",
+            "tool_use",
+            "--remove",
+            "rag",
+            "--no-audit",
+            "-o",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "remove" in res.output
+    ts = load_templateset(read_header(out))
+    assert sorted(ts.templates) == ["default", "tool_use"] and ts.listed_names == ["tool_use"]
+    prov = read_provenance(ts)
+    assert prov["gguftpl.patch.removed"] == "rag" and prov["gguftpl.patch.source"] == "catalog"
+    bad = CliRunner().invoke(
+        main_group, ["patch", str(src), "--from-catalog", HERMES, "--remove", "nope", "-o", str(tmp_path / "x.gguf")]
+    )
+    assert bad.exit_code == 2 and not (tmp_path / "x.gguf").exists()
+
+
 def test_from_catalog_auto_matches_by_name(make_gguf, tmp_path: Path) -> None:
     src = make_gguf("m.gguf", templates={"default": CHATML}, extra_kv={"general.name": "Hermes-3-Llama-3.1-8B"})
     out = tmp_path / "o.gguf"

@@ -5,14 +5,14 @@ share the same templates, so a directory of 100 GGUFs costs little more than one
 with a placeholder file name and re-labelled for every file that shares them.
 
 A file that cannot be read is a finding for that file (GT001), never the end of the run. Only bad usage
-(a path that does not exist, an unknown rule selector) raises.
+(a path that does not exist, an unknown rule selector or engine: ``UsageError``) and a folder that cannot
+be listed (``OSError``) raise.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import os
 import shlex
 import time
@@ -319,14 +319,10 @@ _ENGINES = ("hf",)
 def _analyze(tset: Any, upstream_repo: str | None, engine: str) -> _Analysis:
     from gguftpl.templates.analysis import analyze_templateset
 
-    kwargs: dict[str, Any] = {"location_file": _FILE_PLACEHOLDER, "upstream_repo": upstream_repo}
-    if "engine" in inspect.signature(analyze_templateset).parameters:
-        kwargs["engine"] = engine
-    elif engine not in _ENGINES:
-        raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
+    _check_engine(engine)
     if dataclasses.is_dataclass(tset) and not isinstance(tset, type) and hasattr(tset, "path"):
         tset = dataclasses.replace(tset, path=_FILE_PLACEHOLDER)
-    result = analyze_templateset(tset, **kwargs)
+    result = analyze_templateset(tset, location_file=_FILE_PLACEHOLDER, upstream_repo=upstream_repo)
     return _Analysis(templates=list(result.templates), findings=list(result.findings))
 
 
@@ -359,6 +355,7 @@ def audit_header(
     from gguftpl.templates.templateset import load_templateset
 
     start = time.perf_counter()
+    _check_engine(engine)
     keep = rule_filter or RuleFilter(select, ignore)
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
@@ -491,8 +488,7 @@ def audit_paths(
     or an unknown selector; every per-file problem is a finding in the returned run."""
     start = time.perf_counter()
     keep = RuleFilter(select, ignore)
-    if engine not in _ENGINES:
-        _check_engine(engine)
+    _check_engine(engine)
     cache = cache if cache is not None else AnalysisCache()
     misses_before = cache.misses
     run = AuditRun()
@@ -508,9 +504,8 @@ def audit_paths(
 
 
 def _check_engine(engine: str) -> None:
-    from gguftpl.templates.analysis import analyze_templateset
-
-    if "engine" not in inspect.signature(analyze_templateset).parameters:
+    # Only Hugging Face semantics (transformers' renderer) for now; llama.cpp's engine is `gguftpl verify`.
+    if engine not in _ENGINES:
         raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
 
 

@@ -80,9 +80,11 @@ def test_collect_paths_recurses_sorts_and_dedups(tmp_path: Path) -> None:
     assert collect_paths([tmp_path / "empty"]) == []
 
 
-def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+def test_missing_path_or_unknown_engine_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such file or directory"):
         audit_paths([tmp_path / "missing.gguf"])
+    with pytest.raises(UsageError, match="unknown analysis engine"):
+        audit_paths([tmp_path], engine="nope")
 
 
 # --- unreadable files --------------------------------------------------------------------------------------

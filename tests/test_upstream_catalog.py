@@ -68,6 +68,7 @@ def test_every_template_matches_its_index_entry() -> None:
         for name, t in e.templates.items():
             data = (cat.root / t.file).read_bytes()
             assert hashlib.sha256(data).hexdigest() == t.sha256 and len(data) == t.length, t.file
+            assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == t.git_blob_sha1, t.file
             assert t.status in STATUSES and t.source
             assert e.text(name) == data.decode("utf-8")
     ids = [e.repo_id.lower() for e in cat.entries]
@@ -84,7 +85,10 @@ def test_hermes_entries_match_the_recorded_provenance() -> None:
     assert mistral.templates["tool_use"].status == "PROXY" and mistral.status == "PROXY"
     assert mistral.templates["tool_use"].note
     assert mistral.revision == "24dbda51d986efa05201eec7a093ac91fc5519cf"
-    assert cat.get("NousResearch/Hermes-3-Llama-3.1-8B").templates["tool_use"].status == "EXACT"  # type: ignore[union-attr]
+    hermes3 = cat.get("NousResearch/Hermes-3-Llama-3.1-8B")
+    assert hermes3 is not None and hermes3.templates["tool_use"].status == "EXACT"
+    # the llama.cpp git blob recorded in the research notes (SOURCES.md), matched by the file's own bytes
+    assert hermes3.templates["tool_use"].git_blob_sha1 == "149250bd540aa98c90c7b81ce4fcfd2a5c040fdf"
 
 
 def test_damaged_catalog_file_is_an_error(tmp_path: Path) -> None:

@@ -57,6 +57,8 @@ class CatalogTemplate:
     status: str
     source: str
     note: str = ""
+    git_blob_sha1: str = ""
+    """``git hash-object`` of the file: finds it in llama.cpp's (or any) git history."""
 
 
 @dataclass
@@ -181,6 +183,7 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
                     status=t["status"],
                     source=t.get("source", ""),
                     note=t.get("note", "") or "",
+                    git_blob_sha1=t.get("git_blob_sha1", "") or "",
                 )
                 for n, t in e["templates"].items()
             }

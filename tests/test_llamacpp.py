@@ -1,0 +1,273 @@
+"""Verification through a real llama.cpp (xllamacpp, in-process): stand-ins, the session, the five stages on
+the committed samples and on the real SmolLM2, before and after a patch with the upstream Hermes tool_use
+template."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.writer import write_gguf
+from gguftpl.llamacpp import (
+    CORE_STAGES,
+    FAIL,
+    PASS,
+    STAGE_AGREEMENT,
+    STAGE_CALL,
+    STAGE_RESULT,
+    STAGE_SCHEMA,
+    STAGE_SELECTION,
+    LlamaCppSession,
+    VerifyResult,
+    call_text_from_template,
+    llamacpp_findings,
+    verify_file,
+)
+from gguftpl.standin import STOP_TOKEN, build_standin
+from gguftpl.templates import probes
+
+pytest.importorskip("xllamacpp")
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+CHATML_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
+UPSTREAM_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"
+NO_TEMPLATE_SAMPLE = SAMPLES / "no-template.gguf"
+HERMES_TOOL_USE = (ROOT / "upstream_templates/NousResearch/Hermes-2-Pro-Mistral-7B/tool_use.jinja").read_text(
+    encoding="utf-8"
+)
+SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def statuses(r: VerifyResult) -> dict[str, str]:
+    return {s.name: s.status for s in r.stages}
+
+
+@pytest.fixture(scope="module")
+def sample_results() -> dict[str, VerifyResult]:
+    return {p.name: verify_file(p) for p in (CHATML_SAMPLE, UPSTREAM_SAMPLE, NO_TEMPLATE_SAMPLE)}
+
+
+# ------------------------------------------------------------------------------------------- samples
+
+
+def test_bartowski_like_sample_drops_tools(sample_results: dict[str, VerifyResult]) -> None:
+    r = sample_results[CHATML_SAMPLE.name]
+    st = statuses(r)
+    assert list(st) == list(CORE_STAGES)
+    assert st[STAGE_SELECTION] == PASS and r.template == "default"
+    assert r.stage(STAGE_SELECTION).data["caps"]["supports_tools"] is False
+    assert st[STAGE_SCHEMA] == FAIL
+    prompt = r.stage(STAGE_SCHEMA).data["prompt"]
+    assert probes.CANARY_USER in prompt and probes.CANARY_TOOL_NAME not in prompt
+    assert st[STAGE_CALL] == FAIL  # ChatML writes nothing for an assistant tool call
+    assert st[STAGE_RESULT] == PASS  # ...but does print a tool message's content
+    assert not r.ok
+
+
+def test_upstream_sample_passes_every_stage(sample_results: dict[str, VerifyResult]) -> None:
+    r = sample_results[UPSTREAM_SAMPLE.name]
+    assert statuses(r) == dict.fromkeys(CORE_STAGES, PASS), [s.evidence for s in r.stages]
+    assert r.template == "tool_use"
+    call = r.stage(STAGE_CALL).data
+    # the call text is the template's own: newline Hermes, as upstream's tool_use renders it in history
+    assert call["call_text"].startswith("<tool_call>\n{") and call["call_text"].endswith("}\n</tool_call>")
+    (tc,) = call["parsed"]["tool_calls"]
+    assert tc["function"]["name"] == probes.CANARY_TOOL_NAME
+    assert json.loads(tc["function"]["arguments"]) == {probes.CANARY_PARAM_NAME: probes.CANARY_ARG_VALUE}
+    # the upstream default template starts with {{bos_token}}: llama.cpp strips it, and says so
+    assert "leading bos_token removed" in r.stage(STAGE_AGREEMENT).evidence
+    assert r.ok
+
+
+def test_no_template_shows_llamacpp_fallback(sample_results: dict[str, VerifyResult]) -> None:
+    r = sample_results[NO_TEMPLATE_SAMPLE.name]
+    sel = r.stage(STAGE_SELECTION)
+    assert sel.status == FAIL and r.template == "fallback"
+    assert "falls back" in sel.evidence
+    # the fallback is ChatML, and it is what llama.cpp rendered the tools request with
+    fallback = sel.data["fallback_text"]
+    assert "<|im_start|>" in fallback
+    assert r.stage(STAGE_SCHEMA).status == FAIL
+    assert r.stage(STAGE_SCHEMA).data["prompt"].startswith("<|im_start|>user\n" + probes.CANARY_USER)
+
+
+def test_patched_sample_passes(tmp_path: Path) -> None:
+    from gguftpl.patching import patch_templates
+
+    out = tmp_path / "fixed.gguf"
+    patch_templates(CHATML_SAMPLE, out, set_templates={"tool_use": HERMES_TOOL_USE})
+    r = verify_file(out)
+    assert r.template == "tool_use"
+    assert statuses(r) == dict.fromkeys(CORE_STAGES, PASS), [s.evidence for s in r.stages]
+
+
+def test_findings_from_failed_stages(sample_results: dict[str, VerifyResult]) -> None:
+    from gguftpl.llamacpp import findings_from_result
+
+    bad = findings_from_result(sample_results[CHATML_SAMPLE.name], "x.gguf")
+    assert sorted(f.code for f in bad) == ["GT601", "GT602"]
+    assert all(f.location.file == "x.gguf" and f.location.key == "tokenizer.chat_template" for f in bad)
+    assert findings_from_result(sample_results[UPSTREAM_SAMPLE.name]) == []
+    fb = findings_from_result(sample_results[NO_TEMPLATE_SAMPLE.name])
+    assert "GT605" in {f.code for f in fb}
+
+
+def test_llamacpp_findings_runs_verify() -> None:
+    found = llamacpp_findings(CHATML_SAMPLE, "label.gguf")
+    assert {f.code for f in found} == {"GT601", "GT602"}
+    assert all(f.location.file == "label.gguf" for f in found)
+
+
+# -------------------------------------------------------------------------------------- real SmolLM2
+
+
+def test_smollm2_before_and_after_patch(corpus_file: Any, tmp_path: Path) -> None:
+    from gguftpl.patching import patch_templates
+
+    src = corpus_file(SMOLLM2)
+    before = verify_file(src)
+    assert before.stage(STAGE_SCHEMA).status == FAIL
+    assert before.stage(STAGE_CALL).status == FAIL
+    assert before.standin is not None and before.standin["vocab"] == "transplanted"
+    assert before.standin["n_vocab"] == 49152
+    out = tmp_path / "smollm2-tools.gguf"
+    patch_templates(src, out, set_templates={"tool_use": HERMES_TOOL_USE})
+    after = verify_file(out)
+    assert after.template == "tool_use"
+    for name in (STAGE_SCHEMA, STAGE_CALL, STAGE_RESULT):
+        assert after.stage(name).status == PASS, after.stage(name).evidence
+
+
+def test_standin_matches_real_weights_on_smollm2(corpus_file: Any) -> None:
+    """The tokenizer transplant gives llama.cpp what the real model gives it: same template, caps, prompt,
+    tokens and parse result."""
+    src = corpus_file(SMOLLM2)
+    msgs = probes.tools_conversation()
+    tools = probes.canary_tools()
+    canned = "plain answer " + probes.CANARY_ASSISTANT
+    seen = []
+    for load_weights in (False, True):
+        with LlamaCppSession(src, load_weights=load_weights) as s:
+            seen.append(
+                (
+                    s.props()["chat_template"],
+                    s.caps,
+                    s.bos_token,
+                    s.eos_token,
+                    s.apply_template(msgs, tools),
+                    s.tokenize("<|im_start|>user\nhello wörld<|im_end|>"),
+                    s.parse_completion(msgs, None, canned).get("content"),
+                )
+            )
+    assert seen[0] == seen[1]
+    assert seen[0][-1] == canned
+
+
+# ------------------------------------------------------------------------------------------- stand-ins
+
+
+def test_standin_transplants_every_tokenizer_key(tmp_path: Path) -> None:
+    out = tmp_path / "s.gguf"
+    info = build_standin(UPSTREAM_SAMPLE, out)
+    src, dst = read_header(str(UPSTREAM_SAMPLE)), read_header(str(out))
+    src_tok = {k: v.decoded() for k, v in src.kv.items() if k.startswith("tokenizer.")}
+    dst_tok = {k: v.decoded() for k, v in dst.kv.items() if k.startswith("tokenizer.")}
+    assert dst_tok == src_tok
+    assert info.vocab == "transplanted" and info.added_tokens == []
+    n_vocab = len(src_tok["tokenizer.ggml.tokens"])
+    shapes = {t.name: t.shape for t in dst.tensors}
+    assert shapes["token_embd.weight"][1] == n_vocab and shapes["output.weight"][1] == n_vocab
+    assert dst.get("general.architecture") == "llama"
+    assert out.stat().st_size < 200_000
+
+
+def test_standin_for_a_file_without_vocabulary(tmp_path: Path) -> None:
+    """Templates only, no tokenizer and no tensors: llama.cpp still verifies them on a byte-level vocab."""
+    path = tmp_path / "novocab.gguf"
+    write_gguf(path, {"general.architecture": "llama", "tokenizer.chat_template": HERMES_TOOL_USE})
+    r = verify_file(path)
+    assert r.standin is not None and r.standin["vocab"] == "byte-level"
+    assert "<|im_start|>" in r.standin["added_tokens"] and "<|im_end|>" in r.standin["added_tokens"]
+    for name in (STAGE_SCHEMA, STAGE_CALL, STAGE_RESULT, STAGE_AGREEMENT):
+        assert r.stage(name).status == PASS, r.stage(name).evidence
+
+
+def test_standin_adds_a_stop_token_when_the_file_has_no_eos(make_gguf: Any, tmp_path: Path) -> None:
+    path = make_gguf("noeos.gguf", templates={"default": HERMES_TOOL_USE}, eos=None)
+    assert read_header(str(path)).get("tokenizer.ggml.eos_token_id") is None
+    info = build_standin(path, tmp_path / "s.gguf")
+    assert info.added_tokens == [STOP_TOKEN]
+    r = verify_file(path)
+    assert r.stage(STAGE_CALL).status == PASS, r.stage(STAGE_CALL).evidence
+
+
+def test_unreadable_file_is_a_typed_error(tmp_path: Path) -> None:
+    from gguftpl.errors import GGUFFormatError, UsageError
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    with pytest.raises(GGUFFormatError):
+        verify_file(bad)
+    with pytest.raises(UsageError):
+        verify_file(tmp_path / "missing.gguf")
+
+
+# --------------------------------------------------------------------------------------------- session
+
+
+def test_session_shuts_down_cleanly_and_removes_the_standin() -> None:
+    base_threads = threading.active_count()
+    base_fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with LlamaCppSession(CHATML_SAMPLE) as s:
+            url = s.base_url
+            tmp = s._tmp
+            assert tmp is not None and os.path.isdir(tmp)
+            assert url.startswith("http://127.0.0.1:")
+        assert not os.path.exists(tmp)
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(url + "/props", timeout=5)
+    assert threading.active_count() == base_threads
+    assert len(os.listdir("/proc/self/fd")) <= base_fds + 2
+
+
+def test_parser_takes_the_templates_newline_form_not_the_compact_one() -> None:
+    """RESEARCH §4: llama.cpp derives its parser from the template; the Hermes tool_use template writes
+    ``<tool_call>\\n{…}\\n</tool_call>``, so the compact form comes back as content."""
+    msgs, tools = probes.tools_conversation(), probes.canary_tools()
+    body = json.dumps({"name": probes.CANARY_TOOL_NAME, "arguments": {probes.CANARY_PARAM_NAME: "v1"}})
+    with LlamaCppSession(UPSTREAM_SAMPLE) as s:
+        ct = call_text_from_template(s, msgs, tools, probes.tool_call())
+        assert ct.text.startswith("<tool_call>\n")
+        newline = s.parse_completion(msgs, tools, f"<tool_call>\n{body}\n</tool_call>")
+        compact = s.parse_completion(msgs, tools, f"<tool_call>{body}</tool_call>")
+    assert newline["tool_calls"][0]["function"]["name"] == probes.CANARY_TOOL_NAME
+    assert not compact.get("tool_calls")
+    assert compact["content"] == f"<tool_call>{body}</tool_call>"
+
+
+def test_template_override_is_used_for_every_request() -> None:
+    with LlamaCppSession(CHATML_SAMPLE, chat_template=HERMES_TOOL_USE) as s:
+        assert s.caps["supports_tools"] is True
+        assert probes.CANARY_PARAM_TOKEN in s.apply_template(probes.tools_conversation(), probes.canary_tools())
+
+
+def test_missing_xllamacpp_says_how_to_install(tmp_path: Path) -> None:
+    code = "import sys; sys.modules['xllamacpp'] = None\nfrom gguftpl.cli import main\nmain(['verify', sys.argv[1]])\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(CHATML_SAMPLE)], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 2
+    assert "pip install 'gguftpl[llamacpp]'" in proc.stderr
+    assert "Traceback" not in proc.stderr

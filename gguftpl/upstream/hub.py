@@ -162,7 +162,7 @@ def _fetch(
         origin="cache" if offline else "hub",
         location=endpoint,
         warnings=warnings,
-        files=[f for f in listing],
+        files=list(listing),
         original_names=original,
     )
 

@@ -269,6 +269,7 @@ def test_catalog_source_in_the_cli(make_gguf) -> None:
     res = cli(["diff", str(gguf), "--catalog", HERMES, "--no-behaviour"])
     assert res.exit_code == 1
     assert "bundled catalog" in res.output and "PROXY" in res.output
+    assert f"--from-catalog {HERMES}" in res.output
 
 
 def test_real_smollm2_against_an_upstream_with_tool_use(corpus_file, tmp_path) -> None:

@@ -210,7 +210,8 @@ def format_text(result: Any) -> str:
     lines.append("")
     if result.lost_templates and up.repo_id:
         lines.append("")
-        lines.append(f"fix: gguftpl patch {result.file} --from-hub {up.repo_id} -o PATCHED.gguf")
+        src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
+        lines.append(f"fix: gguftpl patch {result.file} {src} {up.repo_id} -o PATCHED.gguf")
     n_t, n_k, n_b = len(result.template_differences), len(result.token_differences), len(result.behaviour_differences)
     if result.identical:
         lines.append("identical to upstream")

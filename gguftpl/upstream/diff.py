@@ -498,7 +498,8 @@ def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
 
     where = file or result.file
     up = result.upstream
-    fix = f"gguftpl patch {where} --from-hub {up.repo_id} -o PATCHED.gguf" if up.repo_id else None
+    src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
+    fix = f"gguftpl patch {where} {src} {up.repo_id} -o PATCHED.gguf" if up.repo_id else None
     out = []
     for t in result.templates:
         loc = Location(where, key=template_key(t.name))

@@ -1,0 +1,80 @@
+"""``gguftpl verify`` end to end through a real llama.cpp: exit codes, text and JSON traces, tool sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gguftpl.cli import main_group
+from gguftpl.llamacpp import CORE_STAGES
+
+pytest.importorskip("xllamacpp")
+
+ROOT = Path(__file__).resolve().parent.parent
+CHATML_SAMPLE = ROOT / "samples/hermes-2-pro-mistral-7b.chatml.gguf"
+UPSTREAM_SAMPLE = ROOT / "samples/hermes-2-pro-mistral-7b.upstream.gguf"
+NO_TEMPLATE_SAMPLE = ROOT / "samples/no-template.gguf"
+
+
+def run(*args: Any) -> Any:
+    return CliRunner().invoke(main_group, ["verify", *map(str, args)])
+
+
+def test_json_trace_and_exit_codes() -> None:
+    bad = run(CHATML_SAMPLE, "--format", "json")
+    assert bad.exit_code == 1, bad.output
+    doc = json.loads(bad.output)
+    assert set(doc) >= {"path", "stages", "ok"}
+    assert doc["ok"] is False and doc["path"] == str(CHATML_SAMPLE)
+    assert [s["name"] for s in doc["stages"]] == list(CORE_STAGES)
+    assert all(set(s) == {"name", "status", "evidence"} and s["evidence"] for s in doc["stages"])
+    assert {s["name"]: s["status"] for s in doc["stages"]}["schema in prompt"] == "fail"
+
+    good = run(UPSTREAM_SAMPLE, "--format", "json")
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.output)["ok"] is True
+
+
+def test_text_trace_names_each_stage() -> None:
+    res = run(NO_TEMPLATE_SAMPLE)
+    assert res.exit_code == 1
+    lines = res.output.splitlines()
+    assert lines[0].startswith(str(NO_TEMPLATE_SAMPLE))
+    for i, name in enumerate(CORE_STAGES, 1):
+        assert any(f"{i}. {name}" in ln for ln in lines), name
+    assert "FAIL 1. template selection" in res.output
+    assert "falls back to its built-in ChatML" in res.output
+    assert res.output.rstrip().splitlines()[-1].startswith("failed: template selection")
+
+
+def test_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    missing = run(tmp_path / "nope.gguf")
+    assert missing.exit_code == 2
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    res = run(bad)
+    assert res.exit_code == 2
+    assert res.output.startswith("gguftpl: error:") and len(res.output.strip().splitlines()) == 1
+
+
+def test_tools_file_adds_tool_checks() -> None:
+    res = run(UPSTREAM_SAMPLE, "--tools", ROOT / "samples/tools.json", "--format", "json")
+    doc = json.loads(res.output)
+    names = [s["name"] for s in doc["stages"]]
+    assert names[:5] == list(CORE_STAGES)
+    extra = {s["name"]: s for s in doc["stages"][5:]}
+    assert extra, names
+    assert all(n.startswith("tools: ") for n in extra)
+    assert extra["tools: schema in prompt"]["status"] == "pass"
+    assert extra["tools: call parsed"]["status"] == "pass", extra["tools: call parsed"]["evidence"]
+    assert res.exit_code == (0 if doc["ok"] else 1)
+
+    dropped = run(CHATML_SAMPLE, "--tools", ROOT / "samples/tools.json", "--format", "json")
+    ddoc = json.loads(dropped.output)
+    st = {s["name"]: s for s in ddoc["stages"]}
+    assert st["tools: schema in prompt"]["status"] == "fail"
+    assert "get_current_weather" in st["tools: schema in prompt"]["evidence"]

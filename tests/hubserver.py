@@ -77,7 +77,9 @@ class HubServer:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.log: list[Request] = []
+        self._log: list[Request] = []
+        self._in_flight = 0
+        self._idle = threading.Condition()
         self.ignore_range = False
         self.drop_connection: bool | int = False
         self.drop_after_bytes: int | None = None
@@ -147,7 +149,7 @@ class HubServer:
 
     def clear_log(self) -> None:
         with self._lock:
-            self.log.clear()
+            self._log.clear()
 
     def start(self) -> HubServer:
         server = self
@@ -179,9 +181,26 @@ class HubServer:
         self.stop()
 
     # ---- used by the handler ----------------------------------------------------------------------------
+    @property
+    def log(self) -> list[Request]:
+        """Every request answered so far. Waits (up to 5 s) for requests still being answered: a client
+        can hold the last byte of a response before the handler thread has recorded it."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=5)
+        return self._log
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
+
     def _record(self, req: Request) -> None:
         with self._lock:
-            self.log.append(req)
+            self._log.append(req)
 
     def _take_drop(self) -> bool:
         with self._lock:
@@ -215,10 +234,18 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_HEAD(self) -> None:
-        self._handle(head=True)
+        self.hub._enter()
+        try:
+            self._handle(head=True)
+        finally:
+            self.hub._leave()
 
     def do_GET(self) -> None:
-        self._handle(head=False)
+        self.hub._enter()
+        try:
+            self._handle(head=False)
+        finally:
+            self.hub._leave()
 
     # ---- dispatch ----------------------------------------------------------------------------------------
     def _handle(self, head: bool) -> None:

@@ -632,69 +632,8 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
 
     # 3. a call written in the template's own dialect is parsed back by llama.cpp
     call = probes.tool_call()
-    expected_args = {probes.CANARY_PARAM_NAME: probes.CANARY_ARG_VALUE}
-    try:
-        ct = call_text_from_template(s, msgs, tools, call)
-    except LlamaCppError as exc:
-        ct = CallText("")
-        stages.append(Stage(STAGE_CALL, FAIL, f"llama.cpp cannot render a conversation with a tool call: {exc}"))
-    if len(stages) < 3:
-        if not ct.text.strip() or probes.CANARY_TOOL_NAME not in ct.text:
-            stages.append(
-                Stage(
-                    STAGE_CALL,
-                    FAIL,
-                    "the template writes no text for an assistant tool call, so there is no call format for "
-                    f"llama.cpp to parse (inserted text: {ct.text!r})",
-                    {"call_text": ct.text},
-                )
-            )
-        else:
-            data3: dict[str, Any] = {"call_text": ct.text, "content_none": ct.content_none}
-            try:
-                parsed = s.parse_completion(msgs, tools, ct.text)
-            except LlamaCppError as exc:
-                stages.append(Stage(STAGE_CALL, FAIL, f"llama.cpp's parser rejected {ct.text!r}: {exc}", data3))
-            else:
-                data3["parsed"] = parsed
-                calls = parsed.get("tool_calls") or []
-                got = [(c.get("function") or {}) for c in calls]
-                args: Any = None
-                if got:
-                    raw = got[0].get("arguments")
-                    try:
-                        args = json.loads(raw) if isinstance(raw, str) else raw
-                    except ValueError:
-                        args = raw
-                if len(got) == 1 and got[0].get("name") == probes.CANARY_TOOL_NAME and args == expected_args:
-                    stages.append(
-                        Stage(
-                            STAGE_CALL,
-                            PASS,
-                            f"llama.cpp parsed {ct.text!r} into {probes.CANARY_TOOL_NAME}({json.dumps(args)})",
-                            data3,
-                        )
-                    )
-                elif not got:
-                    content = str(parsed.get("content") or "")
-                    stages.append(
-                        Stage(
-                            STAGE_CALL,
-                            FAIL,
-                            f"llama.cpp parsed no tool call from {ct.text!r}; it came back as content {content!r}",
-                            data3,
-                        )
-                    )
-                else:
-                    stages.append(
-                        Stage(
-                            STAGE_CALL,
-                            FAIL,
-                            f"llama.cpp parsed {ct.text!r} into {json.dumps(got)}, expected one call "
-                            f"{probes.CANARY_TOOL_NAME}({json.dumps(expected_args)})",
-                            data3,
-                        )
-                    )
+    stage3, ct = _call_stage(s, msgs, tools, call)
+    stages.append(stage3)
 
     # 4. the tool result comes back in the next turn's prompt
     round_trip = [*msgs, {"role": "assistant", "content": "" if not ct.content_none else None, "tool_calls": [call]}]
@@ -731,6 +670,67 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
         _agreement_stage(s, text, [("tools request", msgs, prompt), ("tool round trip", round_trip, rt_prompt)], tools)
     )
     return result
+
+
+def _call_stage(
+    s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]], call: dict[str, Any]
+) -> tuple[Stage, CallText]:
+    """Stage 3: cut the call out of llama.cpp's render of history, prefill it, let llama.cpp parse it."""
+
+    fn = call["function"]
+    expected_args = fn["arguments"]
+    try:
+        ct = call_text_from_template(s, msgs, tools, call)
+    except LlamaCppError as exc:
+        return Stage(STAGE_CALL, FAIL, f"llama.cpp cannot render a conversation with a tool call: {exc}"), CallText("")
+    data: dict[str, Any] = {"call_text": ct.text, "content_none": ct.content_none}
+    if not ct.text.strip() or fn["name"] not in ct.text:
+        return (
+            Stage(
+                STAGE_CALL,
+                FAIL,
+                "the template writes no text for an assistant tool call, so there is no call format for "
+                f"llama.cpp to parse (inserted text: {ct.text!r})",
+                data,
+            ),
+            ct,
+        )
+    try:
+        parsed = s.parse_completion(msgs, tools, ct.text)
+    except LlamaCppError as exc:
+        return Stage(STAGE_CALL, FAIL, f"llama.cpp's parser rejected {ct.text!r}: {exc}", data), ct
+    data["parsed"] = parsed
+    got = [(c.get("function") or {}) for c in parsed.get("tool_calls") or []]
+    args: Any = None
+    if got:
+        raw = got[0].get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            args = raw
+    if len(got) == 1 and got[0].get("name") == fn["name"] and args == expected_args:
+        return Stage(STAGE_CALL, PASS, f"llama.cpp parsed {ct.text!r} into {fn['name']}({json.dumps(args)})", data), ct
+    if not got:
+        content = str(parsed.get("content") or "")
+        return (
+            Stage(
+                STAGE_CALL,
+                FAIL,
+                f"llama.cpp parsed no tool call from {ct.text!r}; it came back as content {content!r}",
+                data,
+            ),
+            ct,
+        )
+    return (
+        Stage(
+            STAGE_CALL,
+            FAIL,
+            f"llama.cpp parsed {ct.text!r} into {json.dumps(got)}, expected one call "
+            f"{fn['name']}({json.dumps(expected_args)})",
+            data,
+        ),
+        ct,
+    )
 
 
 @dataclass

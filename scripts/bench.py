@@ -47,7 +47,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, 
         code = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        text, errs = out.read().decode(), err.read().decode()
+        text, errs = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if code not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({code}): {errs.strip()[-500:]}")
     return dt, usage.ru_maxrss // 1024, text
@@ -184,6 +184,11 @@ def bench_patch(work: Path, runs: int) -> str:
         fresh(outs["cp"])
         return run(["cp", str(big), str(outs["cp"])])
 
+    def do_cp_sync() -> tuple[float, int, str]:
+        # the durable baseline: patch fsyncs before its rename, plain cp leaves dirty pages behind
+        fresh(outs["cp"])
+        return run(["sh", "-c", 'cp "$0" "$1" && sync "$1"', str(big), str(outs["cp"])])
+
     def do_patch() -> tuple[float, int, str]:
         fresh(outs["patch"])
         return run([str(BIN / "gguftpl"), "patch", str(big), "-o", str(outs["patch"]), "--template", f"tool_use={tpl}"])
@@ -194,8 +199,8 @@ def bench_patch(work: Path, runs: int) -> str:
             [str(BIN / "gguf-new-metadata"), str(big), str(outs["new_metadata"]), "--chat-template-file", str(tpl)]
         )
 
-    run(["cat", str(big)])  # warm the page cache once
-    res = median_runs({"cp": do_cp, "patch": do_patch, "new_metadata": do_new_metadata}, runs)
+    run(["md5sum", str(big)])  # warm the page cache once
+    res = median_runs({"cp": do_cp, "cp_sync": do_cp_sync, "patch": do_patch, "new_metadata": do_new_metadata}, runs)
     for out in outs.values():
         fresh(out)
     t_cp = res["cp"][0]

@@ -320,9 +320,13 @@ def rewrite(
     method = "none"
     with atomic_output(dst, overwrite=overwrite) as out:
         out.write(head)
-        if data_len:
-            with open(src_path, "rb") as sfh:
-                method = _copy_region(sfh, out, header.data_offset, data_len, progress)
+        verifier = _ChunkVerifier(src_path, out.readable_path) if verify and data_len else None
+        try:
+            if data_len:
+                with open(src_path, "rb") as sfh:
+                    method = _copy_region(sfh, out, header.data_offset, data_len, progress, verifier)
+        finally:
+            data_identical = verifier.finish() if verifier is not None else None
         proof = RewriteProof(
             source=src_path,
             output=os.fspath(dst),
@@ -339,7 +343,7 @@ def rewrite(
         if verify:
             # before the rename: a failed proof leaves no output behind
             out.flush()
-            verify_rewrite(proof, header, out.readable_path)
+            verify_rewrite(proof, header, out.readable_path, data_identical)
     return proof
 
 
@@ -362,8 +366,16 @@ def _data_length(h: GGUFHeader) -> int:
     return h.file_size - h.data_offset
 
 
-def _copy_region(sfh: IO[bytes], out: IO[bytes], offset: int, length: int, progress: ProgressFn | None) -> str:
-    """Stream [offset, offset+length) of the source to the end of ``out`` with the kernel."""
+def _copy_region(
+    sfh: IO[bytes],
+    out: AtomicFile,
+    offset: int,
+    length: int,
+    progress: ProgressFn | None,
+    verifier: _ChunkVerifier | None = None,
+) -> str:
+    """Stream [offset, offset+length) of the source to the end of ``out`` with the kernel; each copied chunk
+    is handed to ``verifier``, which compares it on the other core while the next one copies."""
     in_fd, out_fd = sfh.fileno(), out.fileno()
     out_pos = os.lseek(out_fd, 0, os.SEEK_CUR)
     done = 0
@@ -392,11 +404,79 @@ def _copy_region(sfh: IO[bytes], out: IO[bytes], offset: int, length: int, progr
                 copied = os.write(out_fd, buf)
         if copied <= 0:
             raise PatchError(f"source ended early while copying tensor data at byte {offset + done}")
+        if verifier is not None:
+            verifier.submit(offset + done, out_pos + done, copied)
         done += copied
         if progress is not None:
             progress(done, length)
     os.lseek(out_fd, out_pos + done, os.SEEK_SET)
     return method
+
+
+class _ChunkVerifier:
+    """Compares copied chunks with their source in a thread (reads release the GIL; the memcmp is short)."""
+
+    def __init__(self, src_path: str, dst_path: str) -> None:
+        import queue
+        import threading
+
+        self._q: queue.Queue[tuple[int, int, int] | None] = queue.Queue(maxsize=4)
+        self._paths = (src_path, dst_path)
+        self.identical = True
+        self.checked = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="gguftpl-verify", daemon=True)
+        self._thread.start()
+
+    def submit(self, a_off: int, b_off: int, n: int) -> None:
+        self._q.put((a_off, b_off, n))
+
+    def finish(self) -> bool:
+        self._q.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.identical
+
+    def _run(self) -> None:
+        try:
+            fa = os.open(self._paths[0], os.O_RDONLY)
+            fb = os.open(self._paths[1], os.O_RDONLY)
+        except BaseException as exc:  # reported by finish()
+            self._error = exc
+            while self._q.get() is not None:
+                pass
+            return
+        buf_a, buf_b = bytearray(COMPARE_CHUNK), bytearray(COMPARE_CHUNK)
+        try:
+            while (item := self._q.get()) is not None:
+                a_off, b_off, n = item
+                pos = 0
+                while pos < n and self.identical:
+                    k = min(COMPARE_CHUNK, n - pos)
+                    ra = _pread_full(fa, buf_a, k, a_off + pos)
+                    rb = _pread_full(fb, buf_b, k, b_off + pos)
+                    same = buf_a == buf_b if k == COMPARE_CHUNK else buf_a[:k] == buf_b[:k]
+                    if ra != k or rb != k or not same:
+                        self.identical = False
+                    pos += k
+                self.checked += n
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            os.close(fa)
+            os.close(fb)
+
+
+def _pread_full(fd: int, buf: bytearray, n: int, offset: int) -> int:
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        r = os.preadv(fd, [view[got:n]], offset + got)
+        if r <= 0:
+            break
+        got += r
+    return got
 
 
 def compare_regions(a_path: str, a_off: int, b_path: str, b_off: int, length: int) -> bool:
@@ -432,7 +512,9 @@ def _read_full(fh: Any, view: memoryview) -> int:
     return got
 
 
-def verify_rewrite(proof: RewriteProof, src_header: GGUFHeader, output_path: str | None = None) -> None:
+def verify_rewrite(
+    proof: RewriteProof, src_header: GGUFHeader, output_path: str | None = None, data_identical: bool | None = None
+) -> None:
     """Re-read the output with the header reader and compare its tensor region with the source's."""
     output_path = output_path or proof.output
     out_h = read_header(output_path)
@@ -444,8 +526,10 @@ def verify_rewrite(proof: RewriteProof, src_header: GGUFHeader, output_path: str
     out_len = (out_h.file_size or 0) - out_h.data_offset if out_h.tensor_count else 0
     if out_len != proof.data_bytes:
         raise PatchError(f"output tensor data is {out_len} bytes, source has {proof.data_bytes}")
-    proof.data_identical = compare_regions(
-        proof.source, proof.source_data_offset, output_path, proof.output_data_offset, proof.data_bytes
-    )
+    if data_identical is None:  # not compared while copying
+        data_identical = compare_regions(
+            proof.source, proof.source_data_offset, output_path, proof.output_data_offset, proof.data_bytes
+        )
+    proof.data_identical = data_identical
     if not (proof.data_identical and proof.tensor_infos_identical):
         raise PatchError("verification failed: output tensors differ from the source")

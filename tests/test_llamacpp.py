@@ -271,3 +271,21 @@ def test_missing_xllamacpp_says_how_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "pip install 'gguftpl[llamacpp]'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_stage2_agrees_with_the_analysis_of_the_template_llamacpp_used(
+    sample_results: dict[str, VerifyResult],
+) -> None:
+    """verify and audit reach the same tools verdict: gguftpl's own analysis (transformers renders, AST) of
+    the very template llama.cpp chose says tools reach the prompt exactly when stage 2 passes."""
+    from gguftpl.templates.analysis import analyze_template_text
+
+    for name, r in sample_results.items():
+        sel = r.stage(STAGE_SELECTION).data
+        text = sel.get("fallback_text")
+        if text is None:
+            from gguftpl.templates.templateset import load_templateset
+
+            text = load_templateset(read_header(str(SAMPLES / name))).templates[sel["template"]].text
+        report = analyze_template_text(text)
+        assert report.tools_in_prompt == (r.stage(STAGE_SCHEMA).status == PASS), name

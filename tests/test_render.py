@@ -104,3 +104,18 @@ def test_llamacpp_engine_shows_dropped_tools_and_agrees_after_bos() -> None:
     assert lp.template == hp.template == "tool_use"
     # llama.cpp drops the leading BOS text the template writes (it adds BOS as a token)
     assert hp.prompt == "<s>" + lp.prompt
+
+
+def test_color_highlights_each_schema_piece() -> None:
+    res = run(UPSTREAM_SAMPLE, "--color")
+    assert res.exit_code == 0
+    assert "\x1b[7m" in res.output  # reverse video around the tool pieces
+    assert "\x1b[" not in run(UPSTREAM_SAMPLE, "--no-color").output
+
+
+def test_llamacpp_engine_with_an_explicit_template_overrides_its_choice() -> None:
+    pytest.importorskip("xllamacpp")
+    r = render_prompt(UPSTREAM_SAMPLE, engine="llamacpp", template="default")
+    assert r.template == "default"
+    assert "get_current_weather" not in r.prompt
+    assert r.prompt == render_prompt(UPSTREAM_SAMPLE, engine="hf", template="default").prompt.removeprefix("<s>")

@@ -78,3 +78,14 @@ def test_tools_file_adds_tool_checks() -> None:
     st = {s["name"]: s for s in ddoc["stages"]}
     assert st["tools: schema in prompt"]["status"] == "fail"
     assert "get_current_weather" in st["tools: schema in prompt"]["evidence"]
+
+
+def test_load_weights_gives_the_same_trace_as_the_standin() -> None:
+    with_standin = json.loads(run(UPSTREAM_SAMPLE, "--format", "json").output)
+    real = run(UPSTREAM_SAMPLE, "--format", "json", "--load-weights")
+    assert real.exit_code == 0, real.output
+    doc = json.loads(real.output)
+    assert "standin" not in doc and "standin" in with_standin
+    assert [(s["name"], s["status"]) for s in doc["stages"]] == [
+        (s["name"], s["status"]) for s in with_standin["stages"]
+    ]

@@ -1,0 +1,36 @@
+"""The README's commands are the ones CI runs, and every command documents itself."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from gguftpl.cli import COMMANDS, main_group
+from tests.conftest import ROOT
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```sh\n(.*?)\n```", text, flags=re.S)
+
+
+def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert all("\n" not in c for c in commands)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert commands[1] in ci, "the README's test command must be a line of .ci/run"
+    assert "pytest" in commands[1] and "fetch_corpus.py" in commands[1]
+    assert "samples/" in commands[0]
+
+
+def test_every_command_has_help():
+    runner = CliRunner()
+    for name in COMMANDS:
+        result = runner.invoke(main_group, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)
+        assert "Usage: " in result.output
+        body = result.output.split("\n\n", 1)[1]
+        assert len(body.strip()) > 40, name
+        assert f"### `gguftpl {name}" in (ROOT / "README.md").read_text(encoding="utf-8") or name == "rules"

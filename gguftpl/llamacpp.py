@@ -109,6 +109,7 @@ class LlamaCppSession:
         self._tmp: str | None = None
         self._props: dict[str, Any] | None = None
         self._eos_id: int | None = None
+        self._loop_ready = False
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -160,12 +161,19 @@ class LlamaCppSession:
             self._base = addr if addr.startswith("http") else f"http://{addr}"
             # one request through the task queue: proves the main loop runs, so the server can be released
             self._request("GET", "/slots")
+            self._loop_ready = True
             self.timings["load_s"] = time.perf_counter() - t1
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
+        if self._srv is not None and not self._loop_ready:
+            # releasing a server whose loop has not started hangs (see the module docstring): wait for it
+            try:
+                self._request("GET", "/slots")
+            except LlamaCppError:
+                pass
         srv, self._srv = self._srv, None
         if srv is not None:
             del srv  # ~Server terminates the loop and joins its threads
@@ -488,10 +496,15 @@ def verify_file(
     session: LlamaCppSession | None = None,
 ) -> VerifyResult:
     """Run the five llama.cpp stages on ``path`` (and the tool checks of :mod:`gguftpl.toolcheck` when
-    ``tools``, a list of :class:`gguftpl.tools.ToolSpec`, is given). ``session`` reuses a running one."""
+    ``tools`` is given: :class:`gguftpl.tools.ToolSpec` objects or OpenAI ``tools`` entries). ``session``
+    reuses a running one; ``dispatch`` runs the round-trip call (e.g. ``ToolSources.dispatch``)."""
     path = os.fspath(path)
     if not os.path.isfile(path) and session is None:
         raise UsageError(f"no such file: {path}")
+    if tools and isinstance(tools[0], Mapping):
+        from gguftpl.tools import tools_from_json
+
+        tools = tools_from_json(list(tools), "<tools>")
     t0 = time.perf_counter()
     if session is None:
         with LlamaCppSession(path, load_weights=load_weights) as s:

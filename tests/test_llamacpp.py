@@ -289,3 +289,16 @@ def test_stage2_agrees_with_the_analysis_of_the_template_llamacpp_used(
             text = load_templateset(read_header(str(SAMPLES / name))).templates[sel["template"]].text
         report = analyze_template_text(text)
         assert report.tools_in_prompt == (r.stage(STAGE_SCHEMA).status == PASS), name
+
+
+def test_verify_file_with_openai_tools_adds_the_tool_checks() -> None:
+    from gguftpl.llamacpp import DEFAULT_TOOLS
+
+    r = verify_file(UPSTREAM_SAMPLE, tools=DEFAULT_TOOLS)
+    core, extra = r.stages[:5], r.stages[5:]
+    assert [s.name for s in core] == list(CORE_STAGES)
+    assert extra and all(s.name.startswith("tools: ") for s in extra)
+    reach = next(s for s in extra if s.name == "tools: schema in prompt")
+    assert reach.status == PASS
+    parsed = next(s for s in extra if s.name == "tools: call parsed")
+    assert parsed.status == PASS and "get_current_weather" in parsed.evidence

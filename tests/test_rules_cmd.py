@@ -64,9 +64,7 @@ def test_explain_each_rule(rule) -> None:  # type: ignore[no-untyped-def]
     assert out.startswith(f"# {rule.name} ({rule.code})")
     sections = re.findall(r"^## (.+)$", out, flags=re.M)
     expected = ["What it does"] + [
-        title
-        for title, text in (("Why is this bad?", rule.why), ("Example", rule.example), ("Fix", rule.fix))
-        if text
+        title for title, text in (("Why is this bad?", rule.why), ("Example", rule.example), ("Fix", rule.fix)) if text
     ]
     assert sections == expected
     assert rule.summary in out and rule.why in out and rule.fix in out

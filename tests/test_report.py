@@ -7,6 +7,7 @@ tests/golden/_check.py) and review the diff.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.parse
@@ -172,6 +173,14 @@ def test_sarif_validates_and_links_rules() -> None:
     assert tools["locations"][0]["physicalLocation"]["region"] == {"startLine": 3, "startColumn": 7}
     assert tools["locations"][0]["logicalLocations"][0]["name"] == "tokenizer.chat_template"
     assert {r["level"] for r in results} == {"error", "warning", "note"}
+    prints = [r["partialFingerprints"]["primaryLocationLineHash"] for r in results]
+    assert len(set(prints)) == len(prints)
+    # the identity ignores the wording: a reworded message keeps its fingerprint
+    reworded = sample_run()
+    f0 = reworded.files[0].findings[1]
+    reworded.files[0].findings[1] = dataclasses.replace(f0, message="different words")
+    again = json.loads(get_formatter("sarif").format(reworded))["runs"][0]["results"]
+    assert [r["partialFingerprints"] for r in again] == [r["partialFingerprints"] for r in results]
 
 
 @pytest.mark.parametrize(

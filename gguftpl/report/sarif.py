@@ -7,6 +7,7 @@ analysis knows it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import urllib.parse
@@ -60,8 +61,18 @@ def rule_dict(rule: Rule) -> dict[str, Any]:
     }
 
 
-def result_dict(f: Finding, rule_index: int, file_label: str) -> dict[str, Any]:
-    physical: dict[str, Any] = {"artifactLocation": {"uri": artifact_uri(f.location.file or file_label)}}
+def fingerprint(f: Finding, uri: str) -> str:
+    """Stable identity of a finding across runs: rule, file, metadata key and template, not the wording.
+
+    Given here because otherwise GitHub's upload-sarif hashes the lines of the artifact, and a GGUF is a
+    multi-gigabyte binary."""
+    ident = "\x1f".join((f.code, uri, f.location.key or "", f.template or ""))
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16]
+
+
+def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 1) -> dict[str, Any]:
+    uri = artifact_uri(f.location.file or file_label)
+    physical: dict[str, Any] = {"artifactLocation": {"uri": uri}}
     if f.location.line is not None:
         region: dict[str, Any] = {"startLine": f.location.line}
         if f.location.column is not None:
@@ -85,6 +96,8 @@ def result_dict(f: Finding, rule_index: int, file_label: str) -> dict[str, Any]:
         "level": SARIF_LEVEL[f.severity],
         "message": {"text": text},
         "locations": [location],
+        # "hash:n" like GitHub's own, n telling apart findings with the same identity in one file
+        "partialFingerprints": {"primaryLocationLineHash": f"{fingerprint(f, uri)}:{occurrence}"},
         "properties": props,
     }
 
@@ -99,7 +112,13 @@ class SARIFFormatter:
             rules.setdefault(f.code, rule_of(run, f))
         ordered = sorted(rules)
         index = {code: i for i, code in enumerate(ordered)}
-        results = [result_dict(f, index[f.code], fa.path) for fa in run.files for f in fa.findings]
+        results = []
+        for fa in run.files:
+            seen: dict[str, int] = {}
+            for f in fa.findings:
+                base = fingerprint(f, artifact_uri(f.location.file or fa.path))
+                seen[base] = seen.get(base, 0) + 1
+                results.append(result_dict(f, index[f.code], fa.path, seen[base]))
         log = {
             "$schema": SARIF_SCHEMA,
             "version": SARIF_VERSION,

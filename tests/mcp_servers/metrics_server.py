@@ -1,8 +1,8 @@
 """A small deterministic MCP server for tests, written with the official SDK (v2 ``MCPServer``).
 
 One tool, ``lookup_metric(project)``, with a described parameter. Each call is appended as one JSON
-line ``{"tool": ..., "args": {...}}`` to the file named by ``GGUFTPL_TEST_MCP_LOG`` (tests read it
-independently of gguftpl), and the result is the fixed text ``MARKER`` plus the project.
+line ``{"tool": ..., "args": {...}}`` to the file named by ``GGUFTPL_TEST_MCP_LOG`` (or ``--log PATH``;
+tests read it independently of gguftpl), and the result is the fixed text ``MARKER`` plus the project.
 
 Run: ``python metrics_server.py`` (stdio) or ``python metrics_server.py --http PORT`` (streamable HTTP on
 127.0.0.1). ``GGUFTPL_TEST_MCP_CRASH=1`` makes the tool kill the process mid-call.
@@ -25,8 +25,11 @@ TOOL_DESCRIPTION = "Look up the current build health metric of a project."
 server = MCPServer("metrics", log_level="WARNING")
 
 
+_LOG_PATH: str | None = None
+
+
 def _log(tool: str, args: dict[str, object]) -> None:
-    path = os.environ.get("GGUFTPL_TEST_MCP_LOG")
+    path = _LOG_PATH or os.environ.get("GGUFTPL_TEST_MCP_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"tool": tool, "args": args}) + "\n")
@@ -43,7 +46,13 @@ def lookup_metric(project: Annotated[str, Field(description=PARAM_DESCRIPTION)])
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--http", type=int, default=None, help="serve streamable HTTP on 127.0.0.1:PORT")
+    ap.add_argument("--log", default=None, help="call log file (else $GGUFTPL_TEST_MCP_LOG)")
+    ap.add_argument("--crash", action="store_true", help="die in the middle of every tools/call")
     args = ap.parse_args()
+    global _LOG_PATH
+    _LOG_PATH = args.log
+    if args.crash:
+        os.environ["GGUFTPL_TEST_MCP_CRASH"] = "1"
     if args.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:

@@ -386,6 +386,13 @@ def _common_pieces(a: list[str], b: list[str]) -> int:
 def _cut_call(gen_prompt: str, with_call: str, with_reply: str) -> str:
     pg, pc, pr = _PIECE.findall(gen_prompt), _PIECE.findall(with_call), _PIECE.findall(with_reply)
     start = _common_pieces(pg, pc)
+    # the generation prompt may differ earlier (a system note only it carries) yet end with the same header
+    # the history turn starts with: drop that overlap, the model does not write its own header
+    rest = pg[start:]
+    for k in range(min(len(rest), len(pc) - start), 0, -1):
+        if rest[-k:] == pc[start : start + k] and "".join(rest[-k:]).strip():
+            start += k
+            break
     # the conversation after the turn is the same in both renders: trim the common tail
     tail = _common_pieces(pc[::-1], pr[::-1])
     body = "".join(pc[start : max(start, len(pc) - tail)])
@@ -708,20 +715,31 @@ def _call_stage(
             ),
             ct,
         )
-    try:
-        parsed = s.parse_completion(msgs, tools, ct.text)
-    except LlamaCppError as exc:
-        return Stage(STAGE_CALL, FAIL, f"llama.cpp's parser rejected {ct.text!r}: {exc}", data), ct
+    first = _parse_call(s, msgs, tools, ct.text)
+    attempt = first
+    if not _call_matches(first, fn) and ct.text.strip() != ct.text:
+        # the whitespace around a turn belongs to the template's layout; a model need not emit it
+        attempt = _parse_call(s, msgs, tools, ct.text.strip())
+        if _call_matches(attempt, fn):
+            data.update(parsed=attempt[0], trimmed=True)
+            return (
+                Stage(
+                    STAGE_CALL,
+                    PASS,
+                    f"llama.cpp parsed {ct.text.strip()!r} into {fn['name']}({json.dumps(attempt[1])}) (the call "
+                    f"as the template writes it, {ct.text!r}, parses only without its surrounding whitespace)",
+                    data,
+                ),
+                ct,
+            )
+        attempt = first
+    parsed, args, error = attempt
+    if error is not None:
+        return Stage(STAGE_CALL, FAIL, f"llama.cpp's parser rejected {ct.text!r}: {error}", data), ct
+    assert parsed is not None
     data["parsed"] = parsed
     got = [(c.get("function") or {}) for c in parsed.get("tool_calls") or []]
-    args: Any = None
-    if got:
-        raw = got[0].get("arguments")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            args = raw
-    if len(got) == 1 and got[0].get("name") == fn["name"] and args == expected_args:
+    if _call_matches(attempt, fn):
         return Stage(STAGE_CALL, PASS, f"llama.cpp parsed {ct.text!r} into {fn['name']}({json.dumps(args)})", data), ct
     if not got:
         content = str(parsed.get("content") or "")
@@ -744,6 +762,34 @@ def _call_stage(
         ),
         ct,
     )
+
+
+_Parse = tuple[Any, Any, Any]
+"""(parsed message or None, its first call's arguments, error or None)."""
+
+
+def _parse_call(s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]], text: str) -> _Parse:
+    try:
+        parsed = s.parse_completion(msgs, tools, text)
+    except LlamaCppError as exc:
+        return None, None, exc
+    calls = parsed.get("tool_calls") or []
+    args: Any = None
+    if calls:
+        raw = (calls[0].get("function") or {}).get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            args = raw
+    return parsed, args, None
+
+
+def _call_matches(attempt: _Parse, fn: dict[str, Any]) -> bool:
+    parsed, args, error = attempt
+    if error is not None or parsed is None:
+        return False
+    calls = parsed.get("tool_calls") or []
+    return len(calls) == 1 and (calls[0].get("function") or {}).get("name") == fn["name"] and args == fn["arguments"]
 
 
 @dataclass

@@ -327,6 +327,15 @@ def schema_stage(m: ToolMeasurement) -> ToolStage:
             + f" the prompt in full ({n_items} names and descriptions checked)",
             data,
         )
+    if m.all_prompt == m.base_prompt:
+        names = ", ".join(r.name for r in m.tools[:3]) + (", …" if len(m.tools) > 3 else "")
+        return ToolStage(
+            STAGE_SCHEMA,
+            FAIL,
+            f"llama.cpp renders the same prompt with and without the tools: none of {_n(len(m.tools), 'tool')} "
+            f"({names}) reaches the model",
+            data,
+        )
     first = bad[0]
     names_lost = sum(1 for r in bad if any(it.kind == "name" for it in r.missing))
     what = ", ".join(f"{it.kind} {it.path or '(tool)'} {it.text[:40]!r}" for it in first.missing[:3])
@@ -335,14 +344,6 @@ def schema_stage(m: ToolMeasurement) -> ToolStage:
         f" ({names_lost} not even by name)" if names_lost else ""
     )
     return ToolStage(STAGE_SCHEMA, FAIL, f"{lead}; {first.name}: missing {what}{more}", data)
-
-
-@dataclass
-class Budget:
-    context_length: int | None
-    max_share: float
-    share: float | None
-    warn: bool
 
 
 def budget_stage(

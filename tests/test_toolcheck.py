@@ -89,7 +89,7 @@ def test_plain_chatml_drops_the_tools_and_hermes_tool_use_renders_them(gguf: Cal
     with engine(gguf()) as eng:
         m = measure_tools(eng, tools)
     st = schema_stage(m)
-    assert st.status == FAIL and "not even by name" in st.evidence
+    assert st.status == FAIL and "same prompt with and without the tools" in st.evidence
     assert m.tool_tokens == 0 and m.base_prompt == m.all_prompt
     with engine(gguf(tool_use=HERMES_TOOL_USE)) as eng:
         m = measure_tools(eng, tools)
@@ -119,7 +119,8 @@ def test_a_template_that_renders_only_the_first_tool_fails_for_the_others(gguf: 
     with engine(gguf(default=FIRST_ONLY)) as eng:
         m = measure_tools(eng, tools)
     assert [r.ok for r in m.tools] == [True, False]
-    assert schema_stage(m).status == FAIL
+    st = schema_stage(m)
+    assert st.status == FAIL and "1/2 tools" in st.evidence and "(1 not even by name)" in st.evidence
 
 
 def generated_tools(n: int) -> list[dict[str, Any]]:

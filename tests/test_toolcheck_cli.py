@@ -147,3 +147,18 @@ def test_bad_calls_are_failed_stages(patched: Path, tmp_path: Path) -> None:
     assert st["dispatched"]["status"] == "fail" and "tools/call" in st["dispatched"]["evidence"]
     assert st["result rendered"]["status"] == "skip"
     assert len(read_log(log)) == 1  # it got the call, then died
+
+
+def test_mcp_env_reaches_the_server(patched: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cmd = shlex.join(stdio_command())
+    log = tmp_path / "calls.jsonl"
+    # the SDK passes only a safe subset of the environment: without --mcp-env the server gets no log path
+    monkeypatch.setenv("GGUFTPL_TEST_MCP_LOG", str(log))
+    assert run("verify", patched, "--mcp", cmd).exit_code == 0
+    assert read_log(log) == []
+    assert run("verify", patched, "--mcp", cmd, "--mcp-env", "GGUFTPL_TEST_MCP_LOG").exit_code == 0
+    assert len(read_log(log)) == 1
+    other = tmp_path / "other.jsonl"
+    res = run("verify", patched, "--mcp", cmd, "--mcp-env", f"GGUFTPL_TEST_MCP_LOG={other}")
+    assert res.exit_code == 0 and len(read_log(other)) == 1 and len(read_log(log)) == 1
+    _one_line_error(run("verify", patched, "--mcp", cmd, "--mcp-env", "=x"), "--mcp-env")

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -18,7 +18,7 @@ from gguftpl.tools import ToolSources
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SOURCE_KEYS = ("tools_files", "mcp_commands", "mcp_urls", "tool_prefix", "mcp_timeout")
+SOURCE_KEYS = ("tools_files", "mcp_commands", "mcp_urls", "mcp_env", "tool_prefix", "mcp_timeout")
 CHECK_KEYS = ("call", "call_args", "max_tool_share")
 
 
@@ -44,6 +44,14 @@ def tool_source_options(f: F) -> F:
             multiple=True,
             metavar="URL",
             help="Use the tools of an MCP server over streamable HTTP (repeatable).",
+        ),
+        click.option(
+            "--mcp-env",
+            "mcp_env",
+            multiple=True,
+            metavar="NAME[=VALUE]",
+            help="Environment for --mcp servers (repeatable; NAME alone copies it from yours). They get only "
+            "PATH, HOME and a few others otherwise, as the MCP SDK and hosts do.",
         ),
         click.option(
             "--tool-prefix",
@@ -113,4 +121,23 @@ def open_from_options(source_opts: dict[str, Any]) -> ToolSources | None:
         source_opts.get("mcp_urls") or (),
         prefix=source_opts.get("tool_prefix"),
         timeout=float(source_opts.get("mcp_timeout") or 30.0),
+        env=parse_env(source_opts.get("mcp_env") or ()),
     )
+
+
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    """``NAME=VALUE`` pairs; a bare ``NAME`` copies the variable from this process (skipped when unset)."""
+    import os
+
+    from gguftpl.errors import UsageError
+
+    env: dict[str, str] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not name or not name.replace("_", "a").isalnum():
+            raise UsageError(f"--mcp-env {item!r}: expected NAME or NAME=VALUE")
+        if eq:
+            env[name] = value
+        elif name in os.environ:
+            env[name] = os.environ[name]
+    return env

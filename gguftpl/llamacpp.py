@@ -49,6 +49,57 @@ REAL_N_CTX = 8192
 Message = dict[str, Any]
 
 
+class LlamaCppLoadError(LlamaCppError):
+    """llama.cpp refused to load the model (for a stand-in, almost always: a template it cannot parse)."""
+
+    def __init__(self, message: str, log: list[str]) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def _load_errors(xllamacpp: Any, params: Any) -> list[str]:
+    """Load once more with llama.cpp's error log on, stderr (fd 2) captured, and return the error lines."""
+    import sys
+
+    params.verbosity = max(int(params.verbosity), 1)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            try:
+                srv = xllamacpp.Server(params)
+            except RuntimeError:
+                srv = None
+            time.sleep(0.3)  # llama.cpp logs from its own thread
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if srv is not None:  # loaded this time after all: release it properly
+            _release(srv)
+        log.seek(0)
+        text = log.read().decode("utf-8", "replace")
+    lines = []
+    for line in text.splitlines():
+        m = re.match(r"^[\d.]+ E (.*)$", line)
+        if m:
+            lines.append(" ".join(m.group(1).split()))
+        elif lines and not re.match(r"^[\d.]+ [A-Z] ", line) and len(lines[-1]) < 600:
+            lines[-1] += " " + line.strip()
+    return lines
+
+
+def _release(srv: Any) -> None:
+    base = str(srv.listening_address)
+    try:
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+            (base if base.startswith("http") else f"http://{base}") + "/slots", timeout=HTTP_TIMEOUT
+        ).read()
+    except OSError:
+        pass
+    del srv
+
+
 def require_xllamacpp() -> Any:
     """Import xllamacpp or raise LlamaCppError saying how to install it."""
     try:
@@ -151,11 +202,13 @@ class LlamaCppSession:
             t1 = time.perf_counter()
             try:
                 self._srv = xllamacpp.Server(p)
-            except RuntimeError as exc:
-                what = "the stand-in for" if not self.load_weights else ""
-                raise LlamaCppError(
-                    f"llama.cpp could not load {what} {self.path or 'the template stand-in'}: {exc} "
-                    "(set GGUFTPL_LLAMACPP_VERBOSITY=3 to see llama.cpp's log)"
+            except RuntimeError:
+                # llama.cpp says why only in its log: load again with errors logged, and read them
+                errors = _load_errors(xllamacpp, p)
+                what = "the stand-in for " if not self.load_weights else ""
+                reason = "; ".join(errors[:4]) or "no reason logged (set GGUFTPL_LLAMACPP_VERBOSITY=3)"
+                raise LlamaCppLoadError(
+                    f"llama.cpp could not load {what}{self.path or 'the template stand-in'}: {reason}", errors
                 ) from None
             addr = str(self._srv.listening_address)
             self._base = addr if addr.startswith("http") else f"http://{addr}"
@@ -457,6 +510,8 @@ class VerifyResult:
     """Name of the template llama.cpp used with tools (``default``, ``tool_use``) or ``fallback``."""
     standin: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    load_weights: bool = False
+    """True when llama.cpp loaded the real file, False for a stand-in."""
 
     @property
     def ok(self) -> bool:
@@ -474,6 +529,7 @@ class VerifyResult:
             "stages": [s.to_dict(with_data) for s in self.stages],
             "ok": self.ok,
             "template": self.template,
+            "load_weights": self.load_weights,
         }
         if self.standin is not None:
             d["standin"] = self.standin
@@ -514,7 +570,14 @@ def verify_file(
         tools = tools_from_json(list(tools), "<tools>")
     t0 = time.perf_counter()
     if session is None:
-        with LlamaCppSession(path, load_weights=load_weights) as s:
+        try:
+            s = LlamaCppSession(path, load_weights=load_weights)
+            s.start()
+        except LlamaCppLoadError as exc:
+            if not any("chat template" in line for line in exc.log):
+                raise
+            return _rejected_result(path, exc, time.perf_counter() - t0, load_weights)
+        with s:
             result = _verify(s, path)
             if tools:
                 result.stages.extend(_tool_stages(s, tools, dispatch, call, arguments, max_tool_share))
@@ -524,7 +587,25 @@ def verify_file(
             result.stages.extend(_tool_stages(session, tools, dispatch, call, arguments, max_tool_share))
         s = session
     result.timings = {**s.timings, "total_s": time.perf_counter() - t0}
+    result.load_weights = s.load_weights
     return result
+
+
+def _rejected_result(path: str, exc: LlamaCppLoadError, seconds: float, load_weights: bool = False) -> VerifyResult:
+    """llama.cpp refuses the file at load because of its chat template: llama-server would exit at startup."""
+    errors = [line for line in exc.log if "consider" not in line and "for example" not in line]
+    stages = [
+        Stage(
+            STAGE_SELECTION,
+            FAIL,
+            "llama.cpp refuses to load this file: it cannot parse a chat template, so llama-server exits at "
+            "startup (and a runtime that falls back renders something else): " + " | ".join(errors[:3]),
+            {"template": "rejected", "llamacpp_log": exc.log},
+        )
+    ]
+    for name in CORE_STAGES[1:]:
+        stages.append(Stage(name, SKIP, "not reached: llama.cpp cannot load the file"))
+    return VerifyResult(path, stages, template="rejected", timings={"total_s": seconds}, load_weights=load_weights)
 
 
 def _tool_stages(
@@ -1135,7 +1216,9 @@ def findings_from_result(result: VerifyResult, label: str | None = None) -> list
         if st.status != FAIL or st.name not in _STAGE_RULES:
             continue
         rule = getattr(rules, _STAGE_RULES[st.name])
-        tname = result.template if result.template not in (None, "fallback") else None
+        if st.name == STAGE_SELECTION and result.template == "rejected":
+            rule = rules.LLAMACPP_TEMPLATE_REJECTED
+        tname = result.template if result.template not in (None, "fallback", "rejected") else None
         loc = Location(file=label, key=template_key(tname) if tname else None)
         fix = f"gguftpl patch {label} --from-hub REPO -o FIXED.gguf && gguftpl verify FIXED.gguf"
         out.append(

@@ -484,3 +484,16 @@ LLAMACPP_CHATML_FALLBACK = register(
         fix="Add the model's template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
     )
 )
+LLAMACPP_TEMPLATE_REJECTED = register(
+    Rule(
+        "GT606",
+        "llamacpp-template-rejected",
+        Severity.ERROR,
+        "llama.cpp cannot parse a chat template of the file and refuses to load it.",
+        why="llama-server exits at startup with 'chat template parsing error'; users must pass --no-jinja or their "
+        "own --chat-template, and tool calling is lost either way.",
+        example="A template using a construct llama.cpp's Jinja engine does not support, or a syntax error.",
+        fix="Replace the template with one llama.cpp parses (upstream's current one): `gguftpl patch FILE "
+        "--from-hub REPO -o FIXED.gguf`; check with `gguftpl verify FIXED.gguf`.",
+    )
+)

@@ -302,3 +302,15 @@ def test_verify_file_with_openai_tools_adds_the_tool_checks() -> None:
     assert reach.status == PASS
     parsed = next(s for s in extra if s.name == "tools: call parsed")
     assert parsed.status == PASS and "get_current_weather" in parsed.evidence
+
+
+def test_template_llamacpp_cannot_parse_is_a_failed_stage_not_a_crash(make_gguf: Any) -> None:
+    from gguftpl.llamacpp import SKIP, findings_from_result
+
+    path = make_gguf("broken.gguf", templates={"default": "{% for m in messages %}{{ m.content }"})
+    r = verify_file(path)
+    sel = r.stage(STAGE_SELECTION)
+    assert sel.status == FAIL and r.template == "rejected"
+    assert "Parser Error" in sel.evidence and "llama-server exits at startup" in sel.evidence
+    assert [s.status for s in r.stages[1:]] == [SKIP] * 4
+    assert [f.code for f in findings_from_result(r)] == ["GT606"]

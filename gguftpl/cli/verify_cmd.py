@@ -85,7 +85,15 @@ def command(file: str, fmt: str, load_weights: bool, **kwargs: Any) -> None:
 def _text(result: Any) -> str:
     from gguftpl.llamacpp import CORE_STAGES
 
-    how = "real weights" if result.standin is None else f"stand-in ({result.standin['vocab']} tokenizer)"
+    if result.load_weights:
+        how = "real weights"
+    elif result.standin is not None:
+        how = f"stand-in: the file's tokenizer ({result.standin['vocab']}, {result.standin['n_vocab']} tokens)"
+    else:
+        how = "stand-in"
+    t = result.timings.get("total_s")
+    if t is not None:
+        how += f", {t:.1f} s"
     lines = [f"{result.path}: llama.cpp (xllamacpp, {how})"]
     for i, st in enumerate(result.stages, 1):
         mark = click.style(_MARK.get(st.status, st.status.upper()), fg=_COLOR.get(st.status), bold=True)

@@ -5,6 +5,19 @@ the kernel picks); nothing here imitates llama.cpp. llama.cpp needs a loadable m
 session serves a stand-in (:mod:`gguftpl.standin`: the file's tokenizer keys on a zero-weight body) built in
 a temporary folder and deleted afterwards; ``load_weights=True`` serves the real file.
 
+``verify`` runs five stages, each PASS/FAIL/SKIP with evidence (``VerifyResult.stages``; more can be
+appended, the tool checks of :mod:`gguftpl.toolcheck` are):
+
+1. template selection: which template llama.cpp uses for a request with tools (``tool_use`` if loaded, else
+   the default, else its built-in ChatML fallback: FAIL) and its capability probe (``chat_template_caps``);
+   a template llama.cpp cannot parse makes the file unloadable: FAIL with llama.cpp's own error.
+2. schema in prompt: the canary tool's name and parameter description are in ``/apply-template``'s prompt.
+3. call parsed: a canary call cut out of llama.cpp's render of a history that contains it (so in the
+   template's own dialect and spacing), prefilled as the reply, is parsed into that call by llama.cpp.
+4. result rendered: the canary tool result is in the next turn's prompt.
+5. engine agreement: llama.cpp's prompts for stages 2 and 4 equal transformers' (see ``compare_engines``
+   for exactly what is normalised), or the first difference is shown.
+
 Facts this module relies on (measured with xllamacpp 2026.10.11549, see RESEARCH §4–5):
 
 - ``GET /props`` gives ``chat_template``, ``chat_template_tool_use`` (when the file has one),

@@ -162,3 +162,15 @@ def test_mcp_env_reaches_the_server(patched: Path, tmp_path: Path, monkeypatch: 
     res = run("verify", patched, "--mcp", cmd, "--mcp-env", f"GGUFTPL_TEST_MCP_LOG={other}")
     assert res.exit_code == 0 and len(read_log(other)) == 1 and len(read_log(log)) == 1
     _one_line_error(run("verify", patched, "--mcp", cmd, "--mcp-env", "=x"), "--mcp-env")
+
+
+def test_json_with_data_has_the_per_tool_costs(patched: Path, tmp_path: Path) -> None:
+    f = tmp_path / "tools.json"
+    f.write_text(json.dumps(generated_tools(5)), encoding="utf-8")
+    res = run("verify", patched, "--tools", f, "--format", "json", "--with-data")
+    assert res.exit_code == 0, res.stdout
+    budget = tool_stages(json.loads(res.stdout))["context budget"]["data"]
+    costs = budget["per_tool_tokens"]
+    assert sorted(costs) == [f"tool_{i:03d}" for i in range(5)] and all(c > 0 for c in costs.values())
+    assert budget["tool_tokens"] == budget["prompt_tokens_with_tools"] - budget["prompt_tokens_without_tools"]
+    assert "with only that tool" in budget["per_tool_method"]

@@ -35,7 +35,12 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 )
 @tool_source_options
 @tool_check_options
-def command(file: str, fmt: str, load_weights: bool, **kwargs: Any) -> None:
+@click.option(
+    "--with-data",
+    is_flag=True,
+    help="JSON: add each stage's data (per-tool token costs, missing schema items, prompts, parsed calls).",
+)
+def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
     """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
     reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool
     result renders in the next turn, and whether llama.cpp and transformers render the same prompt.
@@ -76,7 +81,7 @@ def command(file: str, fmt: str, load_weights: bool, **kwargs: Any) -> None:
         if sources is not None:
             sources.close()
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result.to_dict(with_data=with_data), indent=2, ensure_ascii=False, default=str))
     else:
         click.echo(_text(result))
     raise SystemExit(0 if result.ok else 1)

@@ -66,7 +66,8 @@ class McpServerSpec:
     @property
     def label(self) -> str:
         """How errors name the server before it has told us its name."""
-        return shlex.join(self.command) if self.transport == "stdio" else str(self.url)
+        text = shlex.join(self.command) if self.transport == "stdio" else str(self.url)
+        return text if len(text) <= 100 else text[:97] + "..."
 
     @property
     def fallback_name(self) -> str:

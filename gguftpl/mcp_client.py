@@ -290,6 +290,10 @@ class McpConnection:
             msg = f"no answer within {self.timeout:g} s"
         if type(leaf).__name__ == "ConnectError":
             msg = f"cannot connect ({msg})"
+        if msg == "Connection closed":
+            msg = "the server closed the connection" + (
+                " (its process ended)" if self.spec.transport == "stdio" else ""
+            )
         tail = self._stderr_tail()
         if tail:
             msg += f" (server stderr: {tail})"

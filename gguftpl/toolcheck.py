@@ -673,7 +673,7 @@ def round_trip(
         try:
             result = dispatch(tool, parsed_args)
         except GGUFTplError as exc:
-            stages.append(ToolStage(STAGE_DISPATCH, FAIL, f"tools/call failed: {exc}"))
+            stages.append(ToolStage(STAGE_DISPATCH, FAIL, str(exc)))
             return skip_rest(STAGE_DISPATCH)
         if result.is_error:
             stages.append(

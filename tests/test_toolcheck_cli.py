@@ -174,3 +174,17 @@ def test_json_with_data_has_the_per_tool_costs(patched: Path, tmp_path: Path) ->
     assert sorted(costs) == [f"tool_{i:03d}" for i in range(5)] and all(c > 0 for c in costs.values())
     assert budget["tool_tokens"] == budget["prompt_tokens_with_tools"] - budget["prompt_tokens_without_tools"]
     assert "with only that tool" in budget["per_tool_method"]
+
+
+def test_a_tool_error_still_goes_to_the_next_turn(patched: Path, tmp_path: Path) -> None:
+    from tests.mcp_servers.metrics_server import UNKNOWN_PROJECT
+
+    log = tmp_path / "calls.jsonl"
+    args = json.dumps({"project": UNKNOWN_PROJECT})
+    res = run("verify", patched, "--mcp", mcp_cmd(log), "--args", args, "--format", "json")
+    st = tool_stages(json.loads(res.stdout))
+    assert st["dispatched"]["status"] == "warn" and "isError" in st["dispatched"]["evidence"]
+    assert st["result rendered"]["status"] == "pass"
+    assert f"no such project: {UNKNOWN_PROJECT}" in st["result rendered"]["evidence"]
+    assert res.exit_code == 0
+    assert read_log(log) == [{"tool": "lookup_metric", "args": {"project": UNKNOWN_PROJECT}}]

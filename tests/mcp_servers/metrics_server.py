@@ -16,10 +16,12 @@ import os
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 MARKER = "METRIC-RESULT-b7c41e"
 PARAM_DESCRIPTION = "Slug of the project whose nightly build health metric is wanted"
+UNKNOWN_PROJECT = "no-such-project"
 TOOL_DESCRIPTION = "Look up the current build health metric of a project."
 
 server = MCPServer("metrics", log_level="WARNING")
@@ -40,6 +42,8 @@ def lookup_metric(project: Annotated[str, Field(description=PARAM_DESCRIPTION)])
     _log("lookup_metric", {"project": project})
     if os.environ.get("GGUFTPL_TEST_MCP_CRASH"):
         os._exit(3)
+    if project == UNKNOWN_PROJECT:
+        raise ToolError(f"no such project: {project}")  # the SDK answers with isError and this text
     return f"{MARKER} project={project} health=0.93"
 
 

@@ -233,7 +233,10 @@ class McpConnection:
         if self._thread is None or not self._thread.is_alive():
             raise ToolSourceError(f"MCP server {self.server_name!r}: the connection is gone ({what})")
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, (op, fut))
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (op, fut))
+        except RuntimeError:  # the loop closed between the check above and now
+            raise ToolSourceError(f"MCP server {self.server_name!r}: the connection is gone ({what})") from None
         try:
             return fut.result(timeout=self.timeout + 5)
         except concurrent.futures.TimeoutError:

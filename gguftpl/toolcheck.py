@@ -298,6 +298,9 @@ def tools_stage(tools: Sequence[ToolSpec]) -> ToolStage:
     ]
     if bare:
         notes.append(f"{_n(len(bare), 'parameter')} without a description ({', '.join(bare[:3])})")
+    broken = [t.extra["schema_error"] for t in tools if t.extra.get("schema_error")]
+    if broken:
+        notes.append(f"{_n(len(broken), 'schema')} that are not valid JSON Schema ({broken[0]})")
     data = {"sources": by_source, "names": [t.name for t in tools], "notes": notes}
     text = f"{_n(len(tools), 'tool')}: {where}"
     if notes:
@@ -503,6 +506,10 @@ def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"the tool's own schema is not valid JSON Schema: {exc.message}"]
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]

@@ -221,8 +221,14 @@ def mcp_tool_to_spec(tool: Mapping[str, Any], server: str, prefix: str = "") -> 
     desc = tool.get("description") or ""
     if not isinstance(desc, str):
         raise ToolSourceError(f"{where} ({remote}): 'description' must be a string")
-    params = _check_schema(tool.get("inputSchema", tool.get("input_schema")), f"{where} ({remote})")
     extra = {k: v for k, v in tool.items() if k not in ("name", "description", "inputSchema", "input_schema")}
+    try:
+        params = _check_schema(tool.get("inputSchema", tool.get("input_schema")), f"{where} ({remote})")
+    except ToolSourceError as exc:
+        # hosts pass a sloppy server schema through to the model as it is; say so, do not stop the run
+        raw = tool.get("inputSchema", tool.get("input_schema"))
+        params = raw if isinstance(raw, dict) else {"type": "object", "properties": {}}
+        extra["schema_error"] = str(exc)
     return ToolSpec(
         name=name, description=desc, parameters=params, source=where, server=server, remote_name=remote, extra=extra
     )

@@ -181,3 +181,17 @@ def test_inserted_text_is_what_the_tools_added() -> None:
     assert inserted_text(base, with_tools) == "<tools>[x]</tools>\n"
     assert inserted_text(base, base) == ""
     assert "\\u003c" in "".join(text_variants("a<b"))
+
+
+def test_a_sloppy_server_schema_is_kept_and_reported_not_fatal() -> None:
+    from gguftpl.toolcheck import tools_stage
+
+    sloppy = {"name": "q", "description": "Query", "inputSchema": {"type": "object", "properties": {"a": {"type": 5}}}}
+    spec = mcp_tool_to_spec(sloppy, "srv")
+    assert spec.parameters == sloppy["inputSchema"] and "invalid JSON Schema" in spec.extra["schema_error"]
+    st = tools_stage([spec])
+    assert st.status == "warn" and "not valid JSON Schema" in st.evidence
+    assert validate_arguments(spec.parameters, {"a": 1})[0].startswith("the tool's own schema is not valid")
+    # a tool file is the user's own: the same schema there is an error
+    with pytest.raises(ToolSourceError, match="invalid JSON Schema"):
+        tools_from_json([{"name": "q", "parameters": sloppy["inputSchema"]}])

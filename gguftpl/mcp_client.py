@@ -141,6 +141,9 @@ class McpConnection:
             raise ToolSourceError(
                 f"MCP server {self.spec.label!r} did not answer initialize within {self.timeout:g} s"
             ) from None
+        except (KeyboardInterrupt, SystemExit):
+            self._shutdown()
+            raise
         except BaseException as exc:
             why = self._describe(exc)  # before shutdown closes the server's stderr log
             self._shutdown()
@@ -243,7 +246,7 @@ class McpConnection:
             raise ToolSourceError(
                 f"MCP server {self.server_name!r}: no answer to {what} within {self.timeout:g} s"
             ) from None
-        except ToolSourceError:
+        except (ToolSourceError, KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:
             raise ToolSourceError(f"MCP server {self.server_name!r}: {what} failed: {self._describe(exc)}") from None

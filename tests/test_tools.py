@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +196,69 @@ def test_a_sloppy_server_schema_is_kept_and_reported_not_fatal() -> None:
     # a tool file is the user's own: the same schema there is an error
     with pytest.raises(ToolSourceError, match="invalid JSON Schema"):
         tools_from_json([{"name": "q", "parameters": sloppy["inputSchema"]}])
+
+
+def _schemas() -> Any:
+    from hypothesis import strategies as st
+
+    names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
+    bounded_len = st.tuples(st.integers(0, 20), st.integers(0, 20)).map(
+        lambda t: {"type": "string", "minLength": min(t), "maxLength": max(t)}
+    )
+    formatted = st.sampled_from(["date", "date-time", "email", "uri", "uuid", "ipv4", "ipv6", "hostname"]).map(
+        lambda f: {"type": "string", "format": f}
+    )
+    ints = st.tuples(st.integers(-50, 50), st.integers(0, 100)).map(
+        lambda t: {"type": "integer", "minimum": t[0], "maximum": t[0] + t[1]}
+    )
+    stepped = st.tuples(st.integers(-50, 50), st.integers(1, 9)).map(
+        lambda t: {"type": "integer", "minimum": t[0], "multipleOf": t[1]}
+    )
+    nums = st.floats(-10, 10, allow_nan=False).map(lambda x: {"type": "number", "exclusiveMinimum": x})
+    enums = st.lists(st.one_of(st.integers(), names), min_size=1, max_size=4, unique=True).map(lambda v: {"enum": v})
+    leaf = st.one_of(
+        bounded_len,
+        formatted,
+        ints,
+        stepped,
+        nums,
+        enums,
+        st.just({"type": "boolean"}),
+        st.just({"type": ["string", "null"]}),
+    )
+
+    def grow(children: Any) -> Any:
+        obj = st.dictionaries(names, children, max_size=4).flatmap(
+            lambda props: (
+                st.lists(st.sampled_from(sorted(props)), unique=True).map(
+                    lambda req: {"type": "object", "properties": props, "required": req}
+                )
+                if props
+                else st.just({"type": "object", "properties": {}})
+            )
+        )
+        arr = st.tuples(children, st.integers(0, 3), st.integers(0, 3)).map(
+            lambda t: {"type": "array", "items": t[0], "minItems": min(t[1], t[2]), "maxItems": max(t[1], t[2])}
+        )
+        any_of = st.lists(children, min_size=1, max_size=3).map(lambda bs: {"anyOf": bs})
+        return st.one_of(obj, arr, any_of)
+
+    tree = st.recursive(leaf, grow, max_leaves=12)
+    return st.dictionaries(names, tree, min_size=1, max_size=5).flatmap(
+        lambda props: st.lists(st.sampled_from(sorted(props)), unique=True).map(
+            lambda req: {"type": "object", "properties": props, "required": req}
+        )
+    )
+
+
+def test_example_arguments_are_valid_for_generated_schemas() -> None:
+    from hypothesis import given, settings
+
+    @settings(max_examples=150, deadline=None)
+    @given(_schemas())
+    def check(schema: dict[str, Any]) -> None:
+        args = example_arguments(schema)
+        assert validate_arguments(schema, args) == [], (schema, args)
+        assert set(args) == set(schema["required"])
+
+    check()

@@ -140,3 +140,37 @@ def test_the_share_warning_fires_below_the_context_length(samples_dir: Path, tmp
     st = {s.name: s for s in warn.stages}
     assert st[STAGE_BUDGET].status == WARN and "--max-tool-share" in st[STAGE_BUDGET].evidence
     assert warn.ok
+
+
+DATA = Path(__file__).resolve().parent / "data"
+EXPECT = json.loads((DATA / "template_expectations.json").read_text(encoding="utf-8"))["templates"]
+NOT_PARSED = json.loads((DATA / "llamacpp_corpus.json").read_text(encoding="utf-8"))["call_not_parsed"]
+
+
+@pytest.fixture(scope="module")
+def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolSources, Path]]:
+    log = tmp_path_factory.mktemp("mcp") / "calls.jsonl"
+    with open_tool_sources(mcp_commands=[" ".join(stdio_command())], env={LOG_ENV: str(log)}) as src:
+        yield src, log
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_real_templates_with_a_real_server(name: str, metrics_server: tuple[ToolSources, Path]) -> None:
+    """Each real template alone in a stand-in, with the MCP server's tool: the schema verdict matches the
+    expectation derived by reading the template, and the round trip goes through exactly when the template
+    renders calls that llama.cpp's parser reads back (the canary's verdicts, measured independently)."""
+    from gguftpl.llamacpp import LlamaCppSession
+
+    src, log = metrics_server
+    exp = EXPECT[name]
+    calls_before = len(read_log(log))
+    with LlamaCppSession(templates={"default": (DATA / "templates" / name).read_text(encoding="utf-8")}) as s:
+        res = run_tool_checks(s, s, src.tools, dispatch=src.dispatch, context_length=32768)
+    st = {x.name: x for x in res.stages}
+    assert (st[STAGE_SCHEMA].status == PASS) == exp["tools_in_prompt"], st[STAGE_SCHEMA].evidence
+    goes_through = exp["tools_in_prompt"] and exp["renders_tool_calls"] and name not in NOT_PARSED
+    assert res.ok == goes_through, [f"{x.name}: {x.status} {x.evidence[:160]}" for x in res.stages]
+    assert len(read_log(log)) - calls_before == (1 if goes_through else 0)
+    if goes_through:
+        assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
+        assert MARKER in res.round_trip.second_turn_prompt

@@ -227,8 +227,11 @@ class LazyArray:
     def decode(self) -> list[Any]:
         if self._cache is None:
             raw = self._loader(self.offset, self.end)
-            cur = _Cursor(_BytesSource(raw, "array"), 0, self.byteorder)
-            self._cache = cur.array_items(self.elem_type, self.count, depth=1, lazy=False)
+            if self.elem_type == ValueType.STRING:
+                self._cache = _decode_strings(raw, self.count, self.byteorder, self.offset)
+            else:
+                cur = _Cursor(_BytesSource(raw, "array"), 0, self.byteorder)
+                self._cache = cur.array_items(self.elem_type, self.count, depth=1, lazy=False)
         return self._cache
 
     def numpy(self) -> Any:
@@ -239,6 +242,29 @@ class LazyArray:
             raise TypeError("only fixed-size arrays convert to numpy")
         dtype = np.dtype(self.byteorder + _FMT[self.elem_type])
         return np.frombuffer(self._loader(self.offset, self.end), dtype=dtype, count=self.count)
+
+
+def _decode_strings(raw: bytes, count: int, byteorder: str, base: int) -> list[str]:
+    """A string array (a vocabulary, merges): the tight loop, bounds already checked by the skip pass,
+    checked again here because the bytes are re-read and may have changed."""
+    unpack = struct.Struct(byteorder + "Q").unpack_from
+    out: list[str] = []
+    append = out.append
+    off = 0
+    size = len(raw)
+    try:
+        for _ in range(count):
+            (n,) = unpack(raw, off)
+            off += 8
+            if n > size - off:
+                raise GGUFFormatError(f"array string length {n} exceeds the array", base + off - 8)
+            append(raw[off : off + n].decode("utf-8"))
+            off += n
+    except UnicodeDecodeError as exc:
+        raise GGUFFormatError(f"array string is not valid UTF-8 ({exc.reason})", base + off) from None
+    except struct.error:
+        raise GGUFFormatError("truncated string array", base + off) from None
+    return out
 
 
 @dataclass

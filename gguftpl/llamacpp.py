@@ -263,7 +263,8 @@ class LlamaCppSession:
         )
         try:
             with self._opener.open(req, timeout=HTTP_TIMEOUT) as r:
-                return json.loads(r.read())
+                raw_ok = r.read()
+            return json.loads(raw_ok)
         except urllib.error.HTTPError as exc:
             raw = exc.read().decode("utf-8", "replace")
             try:
@@ -273,6 +274,8 @@ class LlamaCppSession:
             raise LlamaCppError(f"llama.cpp {path}: {msg}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise LlamaCppError(f"llama.cpp server did not answer {path}: {exc}") from None
+        except ValueError as exc:  # http.client errors and a body that is not JSON
+            raise LlamaCppError(f"llama.cpp {path}: unreadable answer: {exc}") from None
 
     def props(self) -> dict[str, Any]:
         if self._props is None:

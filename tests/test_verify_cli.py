@@ -21,7 +21,11 @@ NO_TEMPLATE_SAMPLE = ROOT / "samples/no-template.gguf"
 
 
 def run(*args: Any) -> Any:
-    return CliRunner().invoke(main_group, ["verify", *map(str, args)])
+    res = CliRunner().invoke(main_group, ["verify", *map(str, args)])
+    # an exception escaping the command (not SystemExit) must fail the test with its traceback
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res
 
 
 def test_json_trace_and_exit_codes() -> None:

@@ -174,7 +174,55 @@ class RepoAudit:
 # --------------------------------------------------------------------------------------------- summaries
 
 
-def _summarize(entry: QuantEntry, header: Any) -> None:
+# Metadata that differs between quants of one model and that the summary never reads.
+_PER_QUANT_KEYS = ("general.file_type", "general.quantization_version")
+_PER_QUANT_PREFIXES = ("quantize.", "split.")
+
+
+def _raw_key(header: Any) -> str | None:
+    """sha256 of the raw metadata pairs except the per-quant ones: equal for quants of one conversion, so
+    the second quant of a model skips decoding its vocabulary. None when the bytes cannot be re-read."""
+    import hashlib
+
+    start, end = header.kv_start, header.kv_end
+    try:
+        src = getattr(header, "_source", None)
+        if src is not None:  # remote headers: the bytes are still in the buffer
+            raw = src.read_range(start, end)
+        elif os.path.isfile(header.path):
+            with open(header.path, "rb") as fh:
+                fh.seek(start)
+                raw = fh.read(end - start)
+        else:
+            return None
+    except (OSError, GGUFFormatError, HubError):
+        return None
+    if len(raw) != end - start:
+        return None
+    h = hashlib.sha256(header.byteorder.encode())
+    for kv in header.kv.values():
+        if kv.key in _PER_QUANT_KEYS or kv.key.startswith(_PER_QUANT_PREFIXES):
+            continue
+        h.update(raw[kv.offset - start : kv.end - start])
+    return h.hexdigest()
+
+
+_Summary = tuple[dict[str, str], dict[str, Any], str, "str | None"]
+
+
+def _summarize(entry: QuantEntry, header: Any, memo: dict[str, _Summary] | None = None) -> None:
+    key = _raw_key(header) if memo is not None else None
+    if memo is not None and key is not None and key in memo:
+        templates, special, group, upstream = memo[key]
+        entry.templates, entry.special, entry.group = dict(templates), dict(special), group
+        entry.upstream_repo = upstream
+        return
+    _summarize_fresh(entry, header)
+    if memo is not None and key is not None and entry.group is not None:
+        memo[key] = (dict(entry.templates), dict(entry.special), entry.group, entry.upstream_repo)
+
+
+def _summarize_fresh(entry: QuantEntry, header: Any) -> None:
     from gguftpl.templates.templateset import load_templateset
 
     ts = load_templateset(header)
@@ -572,11 +620,20 @@ def _ahead(
                 f.cancel()
 
 
-def _audit_one(entry: QuantEntry, header: Any, *, keep: Any, cache: Any, engine: str, strict: bool) -> None:
+def _audit_one(
+    entry: QuantEntry,
+    header: Any,
+    *,
+    keep: Any,
+    cache: Any,
+    engine: str,
+    strict: bool,
+    memo: dict[str, _Summary] | None = None,
+) -> None:
     from gguftpl.audit import audit_header
 
     try:
-        _summarize(entry, header)
+        _summarize(entry, header, memo)
     except Exception as exc:  # noqa: BLE001 - the per-file audit reports it (GT002); the repo check skips it
         entry.error = f"{type(exc).__name__}: {exc}"
     entry.audit = audit_header(header, entry.label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
@@ -704,6 +761,7 @@ def audit_hub_repo(
     cache = AnalysisCache()
     misses = cache.misses
     total = len(todo)
+    memo: dict[str, _Summary] = {}
 
     def fetch(e: QuantEntry) -> RemoteRead:
         return read_remote_header(
@@ -725,7 +783,7 @@ def audit_hub_repo(
         else:
             e.remote = rr.remote_dict()
             try:
-                _audit_one(e, rr.header, keep=keep, cache=cache, engine=engine, strict=strict)
+                _audit_one(e, rr.header, keep=keep, cache=cache, engine=engine, strict=strict, memo=memo)
             finally:
                 rr.header.close()
         done += 1
@@ -789,6 +847,7 @@ def audit_local_dir(
     todo = [e for e in entries if e.skipped is None]
     cache = AnalysisCache()
     misses = cache.misses
+    memo: dict[str, _Summary] = {}
 
     def fetch(e: QuantEntry) -> Any:
         return read_header(e.label)
@@ -801,7 +860,7 @@ def audit_local_dir(
             _unreadable(e, exc, keep)
         else:
             try:
-                _audit_one(e, header, keep=keep, cache=cache, engine=engine, strict=strict)
+                _audit_one(e, header, keep=keep, cache=cache, engine=engine, strict=strict, memo=memo)
             finally:
                 header.close()
         done += 1

@@ -801,10 +801,13 @@ def read_remote_header(
         follow_shards=follow_shards,
     )
     try:
-        header = read_header(src)  # closes the source (and any cut-short stream)
+        # keep_open: header._source stays set, so the raw metadata bytes remain readable from the buffer
+        # (RemoteSource.read_range serves them after close()); a cut-short stream is closed right here
+        header = read_header(src, keep_open=True)
     except BaseException:
         src.close()  # a HubError mid-read: do not leave a streamed body open
         raise
+    src.close()
     label = src.name
     if ref is not None:
         label = HubFileRef(ref.repo_id, ref.filename, src.stats.revision or ref.revision, ref.repo_type).spec

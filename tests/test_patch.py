@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -62,24 +61,14 @@ def test_patch_smollm2_with_hermes_tool_use(tmp_path, corpus_file):
 
 
 def test_llama_cpp_sees_both_templates(tmp_path, corpus_file):
-    xllamacpp = pytest.importorskip("xllamacpp")
-    import urllib.request
+    pytest.importorskip("xllamacpp")
+    from gguftpl.llamacpp import LlamaCppSession
 
     out = tmp_path / "smol.tool_use.gguf"
     patch_templates(corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf"), out, {"tool_use": HERMES_TOOL_USE})
-    p = xllamacpp.CommonParams()
-    p.model.path = str(out)
-    p.n_ctx = 512
-    p.warmup = False
-    p.hostnames = ["127.0.0.1"]
-    p.port = 0
-    p.ui = False
-    srv = xllamacpp.Server(p)
-    try:
-        with urllib.request.urlopen(f"{srv.listening_address}/props", timeout=30) as resp:
-            props = json.load(resp)
-    finally:
-        del srv
+    # the real file, real weights: llama.cpp's own loader reads both keys
+    with LlamaCppSession(out, load_weights=True) as session:
+        props = session.props()
     # llama.cpp drops one trailing newline, as Jinja does by default (keep_trailing_newline=False)
     assert props["chat_template_tool_use"] == HERMES_TOOL_USE.removesuffix("\n")
     assert "<|im_start|>" in props["chat_template"]

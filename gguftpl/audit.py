@@ -313,7 +313,7 @@ def _find_upstream(tset: Any) -> tuple[str | None, str]:
     return repo, how
 
 
-_ENGINES = ("hf",)
+_ENGINES = ("hf", "llamacpp")
 
 
 def _analyze(tset: Any, upstream_repo: str | None, engine: str) -> _Analysis:
@@ -436,8 +436,18 @@ def audit_file(
         audit = audit_header(header, label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
     finally:
         header.close()
+    if engine == "llamacpp" and audit.error is None:
+        _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit
+
+
+def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
+    """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
+    from gguftpl.llamacpp import llamacpp_findings
+
+    extra = [f for f in llamacpp_findings(path, label) if keep(f.code)]
+    audit.findings = sorted([*audit.findings, *extra], key=_sort_key(audit.templates))
 
 
 def _raise(exc: OSError) -> None:
@@ -504,7 +514,7 @@ def audit_paths(
 
 
 def _check_engine(engine: str) -> None:
-    # Only Hugging Face semantics (transformers' renderer) for now; llama.cpp's engine is `gguftpl verify`.
+    # hf: the analysis under transformers' semantics; llamacpp adds llama.cpp's own verdicts (local files)
     if engine not in _ENGINES:
         raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
 

@@ -1,0 +1,26 @@
+"""`audit --engine llamacpp`: llama.cpp's own verdicts join the static/behavioural ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from gguftpl.audit import audit_paths
+from tests.conftest import SAMPLES
+
+pytest.importorskip("xllamacpp")
+
+
+def test_llamacpp_engine_adds_llamacpp_verdicts():
+    bad = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"], engine="llamacpp")
+    codes = {f.code for f in bad.findings}
+    assert "GT201" in codes  # transformers semantics
+    assert "GT601" in codes  # llama.cpp dropped the tools too
+    gt601 = next(f for f in bad.findings if f.code == "GT601")
+    assert gt601.evidence
+
+    good = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"], engine="llamacpp")
+    assert not [f for f in good.findings if f.code.startswith("GT6") and f.severity.value == "error"]
+    assert good.exit_code("error") == 0
+
+    hf_only = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"])
+    assert not [f for f in hf_only.findings if f.code.startswith("GT6")]

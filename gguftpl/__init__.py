@@ -1,4 +1,12 @@
-"""gguftpl: find and repair broken chat templates inside GGUF model files."""
+"""gguftpl: find and repair broken chat templates inside GGUF model files.
+
+The library under the CLI. Heavy dependencies (transformers, huggingface_hub, xllamacpp, mcp) load only
+when the function that needs them runs, so importing gguftpl is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from gguftpl.errors import (
     GGUFFormatError,
@@ -8,8 +16,40 @@ from gguftpl.errors import (
     PatchError,
     TemplateError,
     ToolSourceError,
+    UsageError,
 )
 from gguftpl.gguf.reader import GGUFHeader, read_header
+
+# name -> module, imported on first use
+_LAZY = {
+    "load_templateset": "gguftpl.templates.templateset",
+    "TemplateSet": "gguftpl.templates.templateset",
+    "analyze_templateset": "gguftpl.templates.analysis",
+    "analyze_template_text": "gguftpl.templates.analysis",
+    "audit_paths": "gguftpl.audit",
+    "audit_header": "gguftpl.audit",
+    "AuditRun": "gguftpl.audit",
+    "FileAudit": "gguftpl.audit",
+    "patch_templates": "gguftpl.patching",
+    "plan_patch": "gguftpl.patching",
+    "fetch_upstream": "gguftpl.upstream.hub",
+    "diff_templateset": "gguftpl.upstream.diff",
+    "verify_file": "gguftpl.llamacpp",
+    "LlamaCppSession": "gguftpl.llamacpp",
+    "render_prompt": "gguftpl.llamacpp",
+    "llamacpp_findings": "gguftpl.llamacpp",
+    "render_hf": "gguftpl.templates.hfrender",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gguftpl' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "GGUFFormatError",
@@ -20,5 +60,7 @@ __all__ = [
     "PatchError",
     "TemplateError",
     "ToolSourceError",
+    "UsageError",
     "read_header",
+    *_LAZY,
 ]

@@ -26,7 +26,7 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
 
 
 @click.command("audit")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=False, metavar="PATH...")
 @click.option(
     "--format",
     "fmt",
@@ -57,6 +57,30 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
     help="Write the report to FILE (atomically) instead of stdout.",
 )
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: only on a terminal).")
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="ORG/REPO[@REV]",
+    help="Audit every GGUF of this Hub repo from its headers alone (HTTP Range), and compare the quants "
+    "with each other and with upstream. Repeatable.",
+)
+@click.option(
+    "--repo-check",
+    is_flag=True,
+    help="Treat each directory PATH as one model's quants (a converter's output folder) and compare them "
+    "with each other too, as --repo does.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 32),
+    default=4,
+    show_default=True,
+    help="Headers read at once for --repo and --repo-check.",
+)
+@click.option("--upstream", metavar="ORG/REPO", help="Compare --repo/--repo-check quants with this upstream repo.")
+@click.option("--no-upstream", is_flag=True, help="Skip the upstream comparison of --repo/--repo-check.")
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -68,6 +92,11 @@ def command(
     ignore: tuple[str, ...],
     output: str | None,
     color: bool | None,
+    repos: tuple[str, ...] = (),
+    repo_check: bool = False,
+    jobs: int = 4,
+    upstream: str | None = None,
+    no_upstream: bool = False,
 ) -> None:
     """Audit the chat templates of GGUF files.
 
@@ -76,6 +105,15 @@ def command(
     Templates are analysed once per distinct template set, so many quants of one model cost little more
     than one. `gguftpl rules CODE` explains a finding.
 
+    PATH may also be a file on the Hugging Face Hub, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/…
+    URL: only its header is fetched, with HTTP Range requests (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE
+    apply). For a split GGUF, the first shard (which holds the metadata) is read.
+
+    --repo ORG/REPO[@REV] audits every GGUF of a Hub repo that way and adds repo-level findings (GT55x): a
+    quant missing a template the others carry, templates or special tokens that differ between quants,
+    drift from the upstream model, incomplete split sets. --repo-check runs the same checks on a local
+    folder of quants before upload; without it, a folder is audited file by file.
+
     \b
     Exit status:
       0  no finding at or above --fail-on
@@ -83,15 +121,42 @@ def command(
       2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
     from gguftpl.audit import audit_paths
+    from gguftpl.gguf.remote import is_remote
     from gguftpl.report import get_formatter, write_atomic
 
     debug = bool(ctx.obj and ctx.obj.get("debug"))
-    run = audit_paths(list(paths), select=list(select), ignore=list(ignore), strict=debug)
-    if not run.files:
-        click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
     colored = use_color(color, output) if fmt == "text" else False
     options = {"color": colored} if fmt == "text" else {}
-    report = get_formatter(fmt, **options).format(run)
+    if not paths and not repos:
+        raise click.UsageError("Missing argument 'PATH...' (or --repo ORG/REPO).", ctx=ctx)
+    if repos or repo_check or any(is_remote(p) for p in paths):
+        from gguftpl.repo import TerminalProgress, audit_targets
+
+        progress = TerminalProgress()
+        try:
+            result = audit_targets(
+                list(paths),
+                repos=list(repos),
+                repo_check=repo_check,
+                jobs=jobs,
+                select=list(select),
+                ignore=list(ignore),
+                upstream=False if no_upstream else (upstream or True),
+                strict=debug,
+                progress=progress,
+            )
+        finally:
+            progress.done()
+        for ra in result.repos:
+            if not ra.entries:
+                click.echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
+        run = result.run
+        report = result.format(fmt, **options)
+    else:
+        run = audit_paths(list(paths), select=list(select), ignore=list(ignore), strict=debug)
+        if not run.files:
+            click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
+        report = get_formatter(fmt, **options).format(run)
     if output is not None:
         write_atomic(output, report)
     else:

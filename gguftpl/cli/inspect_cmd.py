@@ -9,16 +9,37 @@ from gguftpl.errors import UsageError
 
 
 @click.command("inspect")
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--template", "template_name", metavar="NAME", help="Only this template (default, tool_use, …).")
 @click.option("--raw", is_flag=True, help="With --template: print the exact template bytes, nothing else.")
-def command(files: tuple[str, ...], fmt: str, template_name: str | None, raw: bool) -> None:
-    """Show what a GGUF says about chat: templates, special tokens, provenance (header only)."""
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="ORG/REPO[@REV]",
+    help="Inspect every GGUF of a Hub repo (headers only, by HTTP Range; a split GGUF through its first shard).",
+)
+def command(
+    files: tuple[str, ...], fmt: str, template_name: str | None, raw: bool, repos: tuple[str, ...] = ()
+) -> None:
+    """Show what a GGUF says about chat: templates, special tokens, provenance (header only).
+
+    FILE may be local, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/… URL (header fetched with
+    HTTP Range requests; JSON then carries a "remote" object with the bytes and requests it cost).
+    """
     from gguftpl.gguf.open import open_header
     from gguftpl.inspect import SCHEMA_VERSION, inspect_header
     from gguftpl.templates.templateset import load_templateset
 
+    if repos:
+        from gguftpl.repo import repo_file_specs
+
+        files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r))
+        if not files:
+            raise UsageError("no GGUF files in " + ", ".join(repos))
+    if not files:
+        raise click.UsageError("Missing argument 'FILES...' (or --repo ORG/REPO).")
     if raw and not template_name:
         raise UsageError("--raw needs --template NAME")
     if raw and len(files) != 1:

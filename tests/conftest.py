@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,12 @@ from fetch_corpus import FILES as CORPUS_FILES  # noqa: E402
 from fetch_corpus import corpus_dir  # noqa: E402
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# huggingface_hub reads these at import and, on first use, fetches {ENDPOINT}/api/agent-harnesses on its own:
+# point every request a test does not aim itself at 127.0.0.1 (the discard port), never at the internet,
+# and keep its cache out of the user's home.
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gguftpl-tests-hf-")
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "

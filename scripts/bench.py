@@ -177,8 +177,10 @@ def bench_patch(work: Path, runs: int) -> str:
     outs = {k: work / f"out-{k}.gguf" for k in ("cp", "patch", "new_metadata")}
 
     def fresh(out: Path) -> None:
+        # every candidate starts with no output and no dirty pages left by the one before
         if out.exists():
             out.unlink()
+        os.sync()
 
     def do_cp() -> tuple[float, int, str]:
         fresh(outs["cp"])
@@ -207,8 +209,9 @@ def bench_patch(work: Path, runs: int) -> str:
     rows = [["tool", "time", "throughput", "vs cp (target patch >= 0.8x)", "peak RSS (target patch < 150 MB)"]]
     for name, label in (
         ("cp", "cp"),
-        ("patch", "gguftpl patch (incl. fsync + byte-compare proof)"),
-        ("new_metadata", "gguf-new-metadata"),
+        ("cp_sync", "cp + sync (durable, as patch is)"),
+        ("patch", "gguftpl patch (fsync + byte-compare proof)"),
+        ("new_metadata", "gguf-new-metadata (no fsync, no proof)"),
     ):
         t, rss, _ = res[name]
         rows.append([label, f"{t:.2f} s", f"{size / t / 2**30:.2f} GiB/s", f"{t_cp / t:.2f}x", f"{rss} MiB"])

@@ -446,7 +446,7 @@ def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
     from gguftpl.llamacpp import llamacpp_findings
 
-    extra = [f for f in llamacpp_findings(path, label) if keep(f.code)]
+    extra = [f for f in llamacpp_findings(path, label, upstream_repo=audit.upstream_repo) if keep(f.code)]
     audit.findings = sorted([*audit.findings, *extra], key=_sort_key(audit.templates))
 
 

@@ -1220,8 +1220,12 @@ _STAGE_RULES = {
 }
 
 
-def findings_from_result(result: VerifyResult, label: str | None = None) -> list[Any]:
+def findings_from_result(
+    result: VerifyResult, label: str | None = None, upstream_repo: str | None = None
+) -> list[Any]:
     """Failed core stages as GT6xx findings (tool-check stages are not findings)."""
+    import shlex
+
     from gguftpl import rules
     from gguftpl.findings import Location, make_finding
     from gguftpl.templates.templateset import template_key
@@ -1236,7 +1240,10 @@ def findings_from_result(result: VerifyResult, label: str | None = None) -> list
             rule = rules.LLAMACPP_TEMPLATE_REJECTED
         tname = result.template if result.template not in (None, "fallback", "rejected") else None
         loc = Location(file=label, key=template_key(tname) if tname else None)
-        fix = f"gguftpl patch {label} --from-hub REPO -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        fix = (
+            f"gguftpl patch {shlex.quote(label)} --from-hub {upstream_repo or 'REPO'} -o FIXED.gguf"
+            " && gguftpl verify FIXED.gguf"
+        )
         out.append(
             make_finding(
                 rule,
@@ -1252,9 +1259,13 @@ def findings_from_result(result: VerifyResult, label: str | None = None) -> list
 
 
 def llamacpp_findings(
-    path: str | os.PathLike[str], label: str | None = None, *, load_weights: bool = False
+    path: str | os.PathLike[str],
+    label: str | None = None,
+    *,
+    load_weights: bool = False,
+    upstream_repo: str | None = None,
 ) -> list[Any]:
     """``audit --engine llamacpp``: run :func:`verify_file` and turn failed stages 1–5 into GT6xx findings
     located at ``label`` (default: the path). Raises LlamaCppError when xllamacpp is missing."""
     result = verify_file(path, load_weights=load_weights)
-    return findings_from_result(result, label or os.fspath(path))
+    return findings_from_result(result, label or os.fspath(path), upstream_repo)

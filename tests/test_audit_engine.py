@@ -17,6 +17,7 @@ def test_llamacpp_engine_adds_llamacpp_verdicts():
     assert "GT601" in codes  # llama.cpp dropped the tools too
     gt601 = next(f for f in bad.findings if f.code == "GT601")
     assert gt601.evidence
+    assert "--from-hub NousResearch/Hermes-2-Pro-Mistral-7B" in gt601.fix
 
     good = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"], engine="llamacpp")
     assert not [f for f in good.findings if f.code.startswith("GT6") and f.severity.value == "error"]
@@ -24,3 +25,30 @@ def test_llamacpp_engine_adds_llamacpp_verdicts():
 
     hf_only = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"])
     assert not [f for f in hf_only.findings if f.code.startswith("GT6")]
+
+
+def test_engine_option_on_the_cli():
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gguftpl",
+            "audit",
+            "--engine",
+            "llamacpp",
+            "--format",
+            "json",
+            str(SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr
+    import json
+
+    codes = {f["code"] for f in json.loads(r.stdout)["files"][0]["findings"]}
+    assert {"GT201", "GT601"} <= codes

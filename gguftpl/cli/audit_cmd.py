@@ -81,6 +81,14 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
 )
 @click.option("--upstream", metavar="ORG/REPO", help="Compare --repo/--repo-check quants with this upstream repo.")
 @click.option("--no-upstream", is_flag=True, help="Skip the upstream comparison of --repo/--repo-check.")
+@click.option(
+    "--engine",
+    type=click.Choice(["hf", "llamacpp"]),
+    default="hf",
+    show_default=True,
+    help="hf: analyse under transformers' semantics. llamacpp: also run each local file through llama.cpp "
+    "itself (gguftpl verify's stages as GT6xx findings; needs xllamacpp).",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -97,6 +105,7 @@ def command(
     jobs: int = 4,
     upstream: str | None = None,
     no_upstream: bool = False,
+    engine: str = "hf",
 ) -> None:
     """Audit the chat templates of GGUF files.
 
@@ -142,6 +151,7 @@ def command(
                 select=list(select),
                 ignore=list(ignore),
                 upstream=False if no_upstream else (upstream or True),
+                engine=engine,
                 strict=debug,
                 progress=progress,
             )
@@ -153,7 +163,7 @@ def command(
         run = result.run
         report = result.format(fmt, **options)
     else:
-        run = audit_paths(list(paths), select=list(select), ignore=list(ignore), strict=debug)
+        run = audit_paths(list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug)
         if not run.files:
             click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
         report = get_formatter(fmt, **options).format(run)

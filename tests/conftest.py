@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +102,20 @@ def corpus_file() -> Callable[[str], Path]:
 @pytest.fixture(scope="session")
 def samples_dir() -> Path:
     return SAMPLES
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A local Hub (tests/hubserver.py) that huggingface_hub reaches through HF_ENDPOINT, its log cleared."""
+    from gguftpl.gguf.remote import hub_headers
+    from tests.hubserver import HubServer
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with HubServer(tmp_path / "hub") as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        # huggingface_hub fetches its agent registry once per process on the first request headers;
+        # get that over with so the request log holds only what the code under test asked for
+        hub_headers()
+        server.clear_log()
+        yield server

@@ -7,8 +7,6 @@ client says it fetched.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,19 +30,6 @@ from tests.hubserver import HubServer
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_VOCAB = "ggml-vocab-gemma-4.gguf"  # 262,144-token vocabulary, a ~15 MB header
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    with HubServer(tmp_path / "hub") as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        # huggingface_hub fetches its agent registry once per process on the first request headers;
-        # get that over with so the request log holds only what the code under test asked for
-        hub_headers()
-        server.clear_log()
-        yield server
 
 
 def same_header(a: GGUFHeader, b: GGUFHeader) -> None:

@@ -4,30 +4,17 @@ the local Hub server (HF_ENDPOINT points at it; nothing leaves 127.0.0.1)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
-from gguftpl.gguf.remote import DEFAULT_MAX_CHUNK, hub_headers
+from gguftpl.gguf.remote import DEFAULT_MAX_CHUNK
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    with HubServer(tmp_path / "hub") as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        hub_headers()  # huggingface_hub's once-per-process agent registry fetch, out of the log
-        server.clear_log()
-        yield server
 
 
 def run(*args: str) -> Any:

@@ -4,7 +4,7 @@ local folder, compared with each other and with upstream."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,6 @@ import pytest
 
 from gguftpl.errors import HubError
 from gguftpl.gguf.reader import read_header
-from gguftpl.gguf.remote import hub_headers
 from gguftpl.repo import RepoAudit, audit_hub_repo, audit_local_dir, bench_remote_audit, check_consistency
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
@@ -21,17 +20,6 @@ TOOL_USE = (
     "{% if tools %}<|im_start|>system\nTools: <tools>{{ tools | tojson }}</tools><|im_end|>\n{% endif %}" + CHATML
 )
 QUANTS = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    with HubServer(tmp_path / "hub") as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        hub_headers()  # huggingface_hub's once-per-process agent registry fetch, out of the log
-        server.clear_log()
-        yield server
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the local Hub server (HF_ENDPOINT points at it)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
-from gguftpl.gguf.remote import hub_headers
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
 
 TOOL_USE = "{% if tools %}<tools>{{ tools | tojson }}</tools>{% endif %}" + CHATML
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    with HubServer(tmp_path / "hub") as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        hub_headers()  # huggingface_hub's once-per-process agent registry fetch, out of the log
-        server.clear_log()
-        yield server
 
 
 @pytest.fixture

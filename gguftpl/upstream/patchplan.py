@@ -189,7 +189,10 @@ def read_provenance(tset_or_kv: Any) -> dict[str, Any]:
     return {k: v for k, v in kv.items() if k.startswith(PROVENANCE_PREFIX)}
 
 
-def format_plan(plan: PatchPlan, *, show_diff: bool = True) -> str:
+PLAN_DIFF_LINES = 40
+
+
+def format_plan(plan: PatchPlan, *, show_diff: bool = True, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
     up = plan.upstream
     lines = [f"plan: templates from {up.label} ({up.origin})"]
     for r in plan.rows:
@@ -203,7 +206,12 @@ def format_plan(plan: PatchPlan, *, show_diff: bool = True) -> str:
         for r in plan.rows:
             if r.diff and r.action != KEEP:
                 lines.append("")
-                lines.extend(r.diff.rstrip("\n").split("\n"))
+                diff = r.diff.rstrip("\n").split("\n")
+                # a whole added template is a wall of '+' lines: the head is enough, `diff` shows it all
+                if max_diff_lines is not None and len(diff) > max_diff_lines:
+                    more = len(diff) - max_diff_lines
+                    diff = [*diff[:max_diff_lines], f"... {more} more diff lines (gguftpl diff shows them all)"]
+                lines.extend(diff)
     if plan.extra_kv:
         lines.append("")
         lines.append("provenance keys:")

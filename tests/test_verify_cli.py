@@ -52,7 +52,8 @@ def test_text_trace_names_each_stage() -> None:
         assert any(f"{i}. {name}" in ln for ln in lines), name
     assert "FAIL 1. template selection" in res.output
     assert "falls back to its built-in ChatML" in res.output
-    assert res.output.rstrip().splitlines()[-1].startswith("failed: template selection")
+    assert res.output.rstrip().splitlines()[-2].startswith("failed: template selection")
+    assert res.output.rstrip().splitlines()[-1].startswith("repair: gguftpl ")
 
 
 def test_errors_exit_2_with_one_line(tmp_path: Path) -> None:

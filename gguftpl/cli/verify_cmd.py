@@ -108,4 +108,28 @@ def _text(result: Any) -> str:
             lines.append(f"          {ev_line}")
     failed = [s.name for s in result.stages if not s.ok]
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
+    if failed:
+        lines.append(_repair_hint(result.path))
     return "\n".join(lines)
+
+
+def _repair_hint(path: str) -> str:
+    """Point at the repair: the upstream repo when the file's metadata or the catalog names it (no network)."""
+    import shlex
+
+    repo = None
+    try:
+        from gguftpl.gguf.reader import read_header
+        from gguftpl.templates.templateset import load_templateset
+        from gguftpl.upstream.discover import find_upstream_repo
+
+        repo, _ = find_upstream_repo(load_templateset(read_header(path)))
+    except Exception:  # a hint must never turn a verdict into an error
+        repo = None
+    q = shlex.quote(path)
+    if repo:
+        return f"repair: gguftpl patch {q} --from-hub {repo} -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    return (
+        f"repair: gguftpl diff {q} --hub ORG/REPO shows what upstream has; "
+        f"gguftpl patch {q} --from-hub ORG/REPO -o FIXED.gguf"
+    )

@@ -1220,9 +1220,7 @@ _STAGE_RULES = {
 }
 
 
-def findings_from_result(
-    result: VerifyResult, label: str | None = None, upstream_repo: str | None = None
-) -> list[Any]:
+def findings_from_result(result: VerifyResult, label: str | None = None, upstream_repo: str | None = None) -> list[Any]:
     """Failed core stages as GT6xx findings (tool-check stages are not findings)."""
     import shlex
 

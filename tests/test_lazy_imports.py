@@ -29,7 +29,8 @@ def test_import_is_light():
 
 
 def test_inspect_is_light():
-    code = f"from gguftpl.cli import main\ntry:\n    main(['inspect', {str(SAMPLES / 'no-template.gguf')!r}])\nexcept SystemExit:\n    pass"
+    sample = str(SAMPLES / "no-template.gguf")
+    code = f"from gguftpl.cli import main\ntry:\n    main(['inspect', {sample!r}])\nexcept SystemExit:\n    pass"
     mods = _modules_after(code)
     assert not [m for m in HEAVY if m in mods]
 

@@ -600,9 +600,10 @@ def _parse(src: ByteSource) -> GGUFHeader:
     size = src.size
     if size is not None and tensor_count and data_offset > size:
         raise GGUFFormatError(f"truncated file: data section starts at {data_offset}, file has {size} bytes", size)
-    for t in tensors:
-        if t.offset % alignment:
-            raise GGUFFormatError(f"tensor {t.name!r} offset {t.offset} is not aligned to {alignment}", t.info_offset)
+    for ti in tensors:
+        if ti.offset % alignment:
+            msg = f"tensor {ti.name!r} offset {ti.offset} is not aligned to {alignment}"
+            raise GGUFFormatError(msg, ti.info_offset)
     return GGUFHeader(
         path=src.name,
         version=version,

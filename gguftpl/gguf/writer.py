@@ -161,7 +161,7 @@ class AtomicFile:
     readable_path: str
     """A path that reads the not-yet-renamed output (for verification before it goes live)."""
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:
         return self.fh.write(data) or 0
 
     def fileno(self) -> int:

@@ -60,6 +60,8 @@ class FileAudit:
     seconds: float = 0.0
     cached: bool = False
     """True when the template analysis was reused from another file with the same templates."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader did that the user should know (a later shard read through shard 1, …)."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -272,22 +274,16 @@ _QUANT_PREFIXES = ("quantize.", "split.")
 
 
 def _header_key(header: Any, engine: str) -> str | None:
-    """sha256 of the raw bytes of every metadata pair except the per-quant ones, for local files; None
-    when the bytes cannot be re-read (remote sources take the template-set path every time)."""
+    """sha256 of the raw bytes of every metadata pair except the per-quant ones; None when the bytes
+    cannot be re-read. Headers that kept their source (remote reads: the bytes stay in its buffer) are
+    re-read from it, local files from their path."""
     path = getattr(header, "path", None)
     kvs = getattr(header, "kv", None)
     start, end = getattr(header, "kv_start", None), getattr(header, "kv_end", None)
-    if not (isinstance(path, str) and isinstance(kvs, dict) and isinstance(start, int) and isinstance(end, int)):
+    if not (isinstance(kvs, dict) and isinstance(start, int) and isinstance(end, int)):
         return None
-    try:
-        if not os.path.isfile(path):
-            return None
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            raw = fh.read(end - start)
-    except OSError:
-        return None
-    if len(raw) != end - start:
+    raw = _raw_metadata(getattr(header, "_source", None), path, start, end)
+    if raw is None or len(raw) != end - start:
         return None
     h = hashlib.sha256(f"engine={engine}\nbyteorder={getattr(header, 'byteorder', '')}\n".encode())
     for kv in kvs.values():
@@ -295,6 +291,27 @@ def _header_key(header: Any, engine: str) -> str | None:
             continue
         h.update(raw[kv.offset - start : kv.end - start])
     return h.hexdigest()
+
+
+def _raw_metadata(source: Any, path: Any, start: int, end: int) -> bytes | None:
+    read_range = getattr(source, "read_range", None)
+    if callable(read_range):
+        try:
+            data = read_range(start, end)
+        except (OSError, GGUFTplError):
+            data = None
+        if isinstance(data, bytes):
+            return data
+    if not isinstance(path, str):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            return fh.read(end - start)
+    except OSError:
+        return None
 
 
 # --- the audit ----------------------------------------------------------------------------------------
@@ -420,26 +437,48 @@ def audit_file(
     rule_filter: RuleFilter | None = None,
     strict: bool = False,
 ) -> FileAudit:
-    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception."""
+    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception.
+
+    A later shard of a split GGUF is audited through shard 1 in the same folder (reported under shard 1's
+    path, with a note); a missing shard 1 is a GT555 finding for the file."""
+    from gguftpl.gguf.open import MissingFirstShardError, local_shard, split_notes
     from gguftpl.gguf.reader import read_header
 
     label = label if label is not None else os.fspath(path)
     keep = rule_filter or RuleFilter(select, ignore)
     start = time.perf_counter()
+    notes: list[str] = []
     try:
+        ls = local_shard(path)
+        if ls.shard is not None and not ls.shard.is_first:
+            path, notes = ls.path, ls.notes
+            label = os.path.join(os.path.dirname(label), os.path.basename(ls.path))
         header = read_header(path)
+    except MissingFirstShardError as exc:
+        audit = _missing_first_shard(label, exc, keep)
+        audit.seconds = time.perf_counter() - start
+        return audit
     except GGUFFormatError as exc:
         audit = _unreadable(label, path, exc, keep)
+        audit.notes = notes
         audit.seconds = time.perf_counter() - start
         return audit
     try:
         audit = audit_header(header, label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+        audit.notes = notes + split_notes(header)
     finally:
         header.close()
     if engine == "llamacpp" and audit.error is None:
         _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit
+
+
+def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAudit:
+    from gguftpl.rules import REPO_SPLIT_INCOMPLETE
+
+    finding = make_finding(REPO_SPLIT_INCOMPLETE, str(exc), Location(file=label))
+    return FileAudit(path=label, error=str(exc), findings=[finding] if keep(finding.code) else [])
 
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
@@ -455,15 +494,20 @@ def _raise(exc: OSError) -> None:
 
 
 def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Files as given, directories expanded to every ``*.gguf`` below them (sorted); duplicates dropped.
+    """Files as given, directories expanded to every ``*.gguf`` below them (sorted); duplicates dropped,
+    and so are further shards of a split GGUF already listed (shard 1, first when sorted, covers them).
 
     A path that does not exist is a usage error: it is almost always a typo, and silently auditing
     nothing would pass."""
+    from gguftpl.gguf.remote import shard_info
+
     out: list[str] = []
     seen: set[str] = set()
 
     def add(p: str) -> None:
-        real = os.path.realpath(p)
+        # the shards of one split GGUF count once: shard 1 holds the metadata and speaks for the rest
+        shard = shard_info(os.path.basename(p))
+        real = os.path.realpath(os.path.join(os.path.dirname(p), shard.first) if shard else p)
         if real not in seen:
             seen.add(real)
             out.append(p)

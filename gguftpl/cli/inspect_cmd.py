@@ -28,7 +28,7 @@ def command(
     FILE may be local, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/… URL (header fetched with
     HTTP Range requests; JSON then carries a "remote" object with the bytes and requests it cost).
     """
-    from gguftpl.gguf.open import open_header
+    from gguftpl.gguf.open import is_remote, open_header
     from gguftpl.inspect import SCHEMA_VERSION, inspect_header
     from gguftpl.templates.templateset import load_templateset
 
@@ -58,7 +58,8 @@ def command(
                 return
         info = inspect_header(header, label, ts)
         if extra:
-            info["remote"] = extra
+            # remote reads report what they cost; a local split GGUF says which shard was read
+            info["remote" if is_remote(f) else "split"] = extra
         if template_name:
             info["templates"] = [t for t in info["templates"] if t["name"] == template_name]
         reports.append((info, ts))
@@ -108,4 +109,6 @@ def _text(info: dict, ts, only: str | None) -> str:  # type: ignore[no-untyped-d
     lines.append(f"  add_bos={info['add_bos']} add_eos={info['add_eos']}")
     for k, v in info["provenance"].items():
         lines.append(f"  {k} = {v}")
+    for note in (info.get("remote") or info.get("split") or {}).get("notes", []):
+        lines.append(click.style(f"  note: {note}", fg="yellow"))
     return "\n".join(lines)

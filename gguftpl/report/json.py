@@ -33,7 +33,7 @@ def finding_dict(f: Finding) -> dict[str, Any]:
 
 
 def file_dict(fa: FileAudit) -> dict[str, Any]:
-    return {
+    d: dict[str, Any] = {
         "path": fa.path,
         "error": fa.error,
         "upstream": {"repo": fa.upstream_repo, "how": fa.upstream_how or None},
@@ -42,6 +42,9 @@ def file_dict(fa: FileAudit) -> dict[str, Any]:
         "cached": fa.cached,
         "seconds": round(fa.seconds, 6),
     }
+    if fa.notes:  # only when there is something to say (e.g. a later shard read through shard 1)
+        d["notes"] = list(fa.notes)
+    return d
 
 
 def run_dict(run: AuditRun) -> dict[str, Any]:

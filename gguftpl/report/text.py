@@ -52,6 +52,7 @@ class TextFormatter:
 
     def _file(self, fa: FileAudit) -> list[str]:
         out = [self._s(fa.path, bold=True)]
+        out.extend(f"  note: {note}" for note in fa.notes)
         if fa.upstream_repo:
             how = f" ({fa.upstream_how})" if fa.upstream_how else ""
             out.append(f"  upstream: {fa.upstream_repo}{how}")

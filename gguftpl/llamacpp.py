@@ -391,6 +391,12 @@ class CallText:
     """llama.cpp's render of the conversation with the call turn (followed by a user turn)."""
     content_none: bool = False
     """The call rendered only with the assistant ``content`` set to None."""
+    history_text: str = ""
+    """When ``text`` is a variant (below) that llama.cpp parses: the call as the history render writes it."""
+    variants: list[str] = field(default_factory=list)
+    """Other readings of the same render a model may emit instead (tried in order when ``text`` does not
+    parse): with the end-of-call marker the template writes before its end of turn kept, and without the
+    empty reasoning block the template writes for a turn that had no reasoning."""
 
 
 def call_text_from_template(
@@ -421,12 +427,128 @@ def call_text_from_template(
                 p1 = session.apply_template([*messages, turn, after], tools)
             except LlamaCppError:
                 continue
-            text = _cut_call(p0, p1, reply)
+            text, kept = _cut_call(p0, p1, reply)
             ct = CallText(text, p1, content is None)
             if text and all(v in text for v in values):
-                return ct
+                ct.variants = _call_variants(session, messages, tools, [*messages, turn, after], p0, reply, text, kept)
+                return _prefer_parsed(session, messages, tools, call, ct)
             first = first or ct
     return first or CallText("")
+
+
+_REASON_MARK = "qz7gguftplreasonmark"
+
+
+def _call_variants(
+    session: LlamaCppSession,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    history: list[Message],
+    p0: str,
+    reply: str,
+    text: str,
+    kept: str,
+) -> list[str]:
+    """Other texts for the same call. llama.cpp's parser is learnt from what the template writes after the
+    generation prompt, which history need not share: a template may strip a closing marker the model does
+    emit (``<|END_ACTION|>``, ``<|call|>``) only because an end-of-turn follows, or write an empty
+    reasoning block (``<|START_THINKING|><|END_THINKING|>``) the model never writes before a call."""
+    out: list[str] = []
+    bodies = [text] + ([kept] if kept != text else [])
+    bodies += [b for b in _last_turn_call(session, messages, tools, history[len(messages)]) if b not in bodies]
+    objects = _object_arguments(history[len(messages)])
+    if objects is not None:
+        bodies += [b for b in _last_turn_call(session, messages, tools, objects) if b not in bodies]
+    # the reasoning block: render the same turn with reasoning; if it is the text with a marker inserted,
+    # what surrounds the marker up to the next control piece is an empty block the model does not write
+    turn = dict(history[len(messages)])
+    turn["reasoning_content"] = _REASON_MARK
+    try:
+        p1r = session.apply_template([*messages, turn, *history[len(messages) + 1 :]], tools)
+    except LlamaCppError:
+        p1r = ""
+    with_reason, _ = _cut_call(p0, p1r, reply) if p1r else ("", "")
+    at = with_reason.find(_REASON_MARK)
+    if at >= 0 and text.startswith(with_reason[:at]):
+        pieces = _PIECE.findall(with_reason[at + len(_REASON_MARK) :])
+        close = next((i for i, pc in enumerate(pieces) if pc.strip()), None)
+        if close is not None:
+            empty = with_reason[:at] + "".join(pieces[: close + 1])
+            bodies += [b[len(empty) :].lstrip() for b in list(bodies) if b.startswith(empty)]
+    for b in bodies[1:]:
+        if b.strip() and b not in out and b != text:
+            out.append(b)
+    return out
+
+
+def _prefer_parsed(
+    session: LlamaCppSession, messages: list[Message], tools: list[dict[str, Any]], call: dict[str, Any], ct: CallText
+) -> CallText:
+    """With a session that parses (not a bare prompt engine): the first of the text and its variants that
+    llama.cpp's parser turns back into ``call`` (as is, or without the whitespace around it) becomes
+    ``text``; the history rendering is kept in ``history_text``."""
+    if not ct.variants or not callable(getattr(session, "parse_completion", None)):
+        return ct
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    try:
+        want = {"name": fn.get("name"), "arguments": json.loads(args) if isinstance(args, str) else args}
+    except ValueError:
+        return ct
+    for cand in [ct.text, *ct.variants]:
+        if any(
+            _call_matches(_parse_call(session, messages, tools, t), want) for t in dict.fromkeys((cand, cand.strip()))
+        ):
+            if cand != ct.text:
+                rest = [v for v in ct.variants if v != cand]
+                return CallText(cand, ct.with_call, ct.content_none, ct.text, rest)
+            return ct
+    return ct
+
+
+def _object_arguments(turn: Message) -> Message | None:
+    """The turn with JSON-string call arguments decoded, as llama.cpp hands them to a template (None: no
+    string arguments)."""
+    calls = []
+    changed = False
+    for c in turn.get("tool_calls") or []:
+        fn = dict(c.get("function") or {})
+        if isinstance(fn.get("arguments"), str):
+            try:
+                fn["arguments"] = json.loads(fn["arguments"])
+                changed = True
+            except ValueError:
+                pass
+        calls.append({**c, "function": fn})
+    return {**turn, "tool_calls": calls} if changed else None
+
+
+def _last_turn_call(
+    session: LlamaCppSession, messages: list[Message], tools: list[dict[str, Any]], turn: Message
+) -> list[str]:
+    """The call as the template writes it when the call turn is the LAST message, which is how llama.cpp's
+    differential parser renders it (a template may write history calls differently, e.g. with the call id
+    only when another turn follows). llama.cpp's /apply-template refuses a final assistant turn with tool
+    calls, so jinja2 with Hugging Face semantics and llama.cpp's variables renders the three prompts."""
+    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+
+    template = session.template_for(tools)[1]
+    kw: dict[str, Any] = {
+        "tools": tools,
+        "bos_token": session.bos_token,
+        "eos_token": session.eos_token,
+        "date_string": llamacpp_date_string(),
+        "enable_thinking": True,
+    }
+    try:
+        gen = render_hf(template, messages, add_generation_prompt=True, **kw)
+        last = render_hf(template, [*messages, turn], add_generation_prompt=False, **kw)
+        reply = render_hf(
+            template, [*messages, {"role": "assistant", "content": _REPLY_MARK}], add_generation_prompt=False, **kw
+        )
+    except (TemplateRenderError, LlamaCppError):
+        return []
+    return [b for b in dict.fromkeys(_cut_call(gen, last, reply)) if b.strip()]
 
 
 def _tool_result_for(call: dict[str, Any]) -> Message:
@@ -452,7 +574,8 @@ def _common_pieces(a: list[str], b: list[str]) -> int:
     return i
 
 
-def _cut_call(gen_prompt: str, with_call: str, with_reply: str) -> str:
+def _cut_call(gen_prompt: str, with_call: str, with_reply: str) -> tuple[str, str]:
+    """The call text, and the same before a trailing control marker was taken for the end of turn."""
     pg, pc, pr = _PIECE.findall(gen_prompt), _PIECE.findall(with_call), _PIECE.findall(with_reply)
     start = _common_pieces(pg, pc)
     # the generation prompt may differ earlier (a system note only it carries) yet end with the same header
@@ -469,11 +592,9 @@ def _cut_call(gen_prompt: str, with_call: str, with_reply: str) -> str:
     at = reply.find(_REPLY_MARK)
     eot = reply[at + len(_REPLY_MARK) :] if at >= 0 else ""
     if eot and body.endswith(eot):
-        body = body[: -len(eot)]
-    else:
-        # an end-of-turn the plain reply does not share (e.g. <|eom_id|> after a call): a control marker
-        body = _CONTROL_END.sub("", body)
-    return body
+        return body[: -len(eot)], body[: -len(eot)]
+    # an end-of-turn the plain reply does not share (e.g. <|eom_id|> after a call): a control marker
+    return _CONTROL_END.sub("", body), body
 
 
 def _arg_values(args: Any) -> list[Any]:
@@ -812,6 +933,14 @@ def _call_stage(
             ),
             ct,
         )
+    also = (
+        f" (history writes the call as {ct.history_text!r}, which llama.cpp does not parse: the model's own turn "
+        "differs)"
+        if ct.history_text
+        else ""
+    )
+    if ct.history_text:
+        data["history_text"] = ct.history_text
     first = _parse_call(s, msgs, tools, ct.text)
     attempt = first
     if not _call_matches(first, fn) and ct.text.strip() != ct.text:
@@ -837,7 +966,10 @@ def _call_stage(
     data["parsed"] = parsed
     got = [(c.get("function") or {}) for c in parsed.get("tool_calls") or []]
     if _call_matches(attempt, fn):
-        return Stage(STAGE_CALL, PASS, f"llama.cpp parsed {ct.text!r} into {fn['name']}({json.dumps(args)})", data), ct
+        return (
+            Stage(STAGE_CALL, PASS, f"llama.cpp parsed {ct.text!r} into {fn['name']}({json.dumps(args)}){also}", data),
+            ct,
+        )
     if not got:
         content = str(parsed.get("content") or "")
         return (

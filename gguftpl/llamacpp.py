@@ -395,8 +395,9 @@ class CallText:
     """When ``text`` is a variant (below) that llama.cpp parses: the call as the history render writes it."""
     variants: list[str] = field(default_factory=list)
     """Other readings of the same render a model may emit instead (tried in order when ``text`` does not
-    parse): with the end-of-call marker the template writes before its end of turn kept, and without the
-    empty reasoning block the template writes for a turn that had no reasoning."""
+    parse): with the end-of-call marker the template writes before its end of turn kept, as the template
+    writes the call when its turn is the last message, and without the empty reasoning block the template
+    writes for a turn that had no reasoning."""
 
 
 def call_text_from_template(

@@ -326,7 +326,8 @@ def rewrite(
                 with open(src_path, "rb") as sfh:
                     method = _copy_region(sfh, out, header.data_offset, data_len, progress, verifier)
         finally:
-            data_identical = verifier.finish() if verifier is not None else None
+            # no tensor data: nothing to differ (the length check in verify_rewrite still applies)
+            data_identical = verifier.finish() if verifier is not None else True
         proof = RewriteProof(
             source=src_path,
             output=os.fspath(dst),
@@ -501,44 +502,8 @@ def _pread_full(fd: int, buf: bytearray, n: int, offset: int) -> int:
     return got
 
 
-def compare_regions(a_path: str, a_off: int, b_path: str, b_off: int, length: int) -> bool:
-    """Byte-for-byte comparison of two file regions, streamed (memory stays at two chunks)."""
-    buf_a = bytearray(COMPARE_CHUNK)
-    buf_b = bytearray(COMPARE_CHUNK)
-    va, vb = memoryview(buf_a), memoryview(buf_b)
-    with open(a_path, "rb", buffering=0) as fa, open(b_path, "rb", buffering=0) as fb:
-        fa.seek(a_off)
-        fb.seek(b_off)
-        left = length
-        while left:
-            n = min(COMPARE_CHUNK, left)
-            ra = _read_full(fa, va[:n])
-            rb = _read_full(fb, vb[:n])
-            if ra != n or rb != n:
-                return False
-            # bytearray == bytearray is a memcmp; memoryview == memoryview compares item by item (slow)
-            same = buf_a == buf_b if n == COMPARE_CHUNK else buf_a[:n] == buf_b[:n]
-            if not same:
-                return False
-            left -= n
-    return True
-
-
-def _read_full(fh: Any, view: memoryview) -> int:
-    got = 0
-    while got < len(view):
-        r = fh.readinto(view[got:])
-        if not r:
-            break
-        got += r
-    return got
-
-
-def verify_rewrite(
-    proof: RewriteProof, src_header: GGUFHeader, output_path: str | None = None, data_identical: bool | None = None
-) -> None:
-    """Re-read the output with the header reader and compare its tensor region with the source's."""
-    output_path = output_path or proof.output
+def verify_rewrite(proof: RewriteProof, src_header: GGUFHeader, output_path: str, data_identical: bool) -> None:
+    """Re-read the output with the header reader; ``data_identical`` is the verifier's chunk-by-chunk verdict."""
     out_h = read_header(output_path)
     if out_h.data_offset != proof.output_data_offset:
         raise PatchError(f"output data offset {out_h.data_offset} != expected {proof.output_data_offset}")
@@ -548,10 +513,6 @@ def verify_rewrite(
     out_len = (out_h.file_size or 0) - out_h.data_offset if out_h.tensor_count else 0
     if out_len != proof.data_bytes:
         raise PatchError(f"output tensor data is {out_len} bytes, source has {proof.data_bytes}")
-    if data_identical is None:  # not compared while copying
-        data_identical = compare_regions(
-            proof.source, proof.source_data_offset, output_path, proof.output_data_offset, proof.data_bytes
-        )
     proof.data_identical = data_identical
     if not (proof.data_identical and proof.tensor_infos_identical):
         raise PatchError("verification failed: output tensors differ from the source")

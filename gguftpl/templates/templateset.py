@@ -126,7 +126,8 @@ class TemplateSet:
     def tokens(self) -> list[str]:
         if self._tokens is None:
             raw = self._header.get("tokenizer.ggml.tokens") if self._header is not None else None
-            self._tokens = [t for t in raw] if isinstance(raw, list) else []
+            # the decoded list is cached by the lazy array; share it rather than copy 262k strings
+            self._tokens = raw if isinstance(raw, list) else []
         return self._tokens
 
     def token_id(self, text: str) -> int | None:

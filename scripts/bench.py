@@ -202,19 +202,44 @@ def bench_patch(work: Path, runs: int) -> str:
         )
 
     run(["md5sum", str(big)])  # warm the page cache once
-    res = median_runs({"cp": do_cp, "cp_sync": do_cp_sync, "patch": do_patch, "new_metadata": do_new_metadata}, runs)
+    fns = {"cp": do_cp, "cp_sync": do_cp_sync, "patch": do_patch, "new_metadata": do_new_metadata}
+    raw: dict[str, list[tuple[float, int, str]]] = {k: [] for k in fns}
+    for _ in range(runs):  # interleaved, as median_runs does, keeping every run for the spread
+        for name, fn in fns.items():
+            raw[name].append(fn())
     for out in outs.values():
         fresh(out)
-    t_cp = res["cp"][0]
-    rows = [["tool", "time", "throughput", "vs cp (target patch >= 0.8x)", "peak RSS (target patch < 150 MB)"]]
+    med = {k: statistics.median(r[0] for r in v) for k, v in raw.items()}
+    rows = [
+        [
+            "tool",
+            "time (median)",
+            "fastest-slowest",
+            "throughput",
+            "vs cp (target patch >= 0.8x)",
+            "vs cp + sync",
+            "peak RSS (target patch < 150 MB)",
+        ]
+    ]
     for name, label in (
         ("cp", "cp"),
         ("cp_sync", "cp + sync (durable, as patch is)"),
         ("patch", "gguftpl patch (fsync + byte-compare proof)"),
         ("new_metadata", "gguf-new-metadata (no fsync, no proof)"),
     ):
-        t, rss, _ = res[name]
-        rows.append([label, f"{t:.2f} s", f"{size / t / 2**30:.2f} GiB/s", f"{t_cp / t:.2f}x", f"{rss} MiB"])
+        times = sorted(r[0] for r in raw[name])
+        t = med[name]
+        rows.append(
+            [
+                label,
+                f"{t:.2f} s",
+                f"{times[0]:.2f}-{times[-1]:.2f} s",
+                f"{size / t / 2**30:.2f} GiB/s",
+                f"{med['cp'] / t:.2f}x",
+                f"{med['cp_sync'] / t:.2f}x",
+                f"{max(r[1] for r in raw[name])} MiB",
+            ]
+        )
     return f"### Patch a {size / 2**30:.2f} GiB GGUF (median of {runs} interleaved runs)\n\n" + table(rows)
 
 

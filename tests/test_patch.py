@@ -177,3 +177,89 @@ def test_sigkill_mid_copy_leaves_input_intact_and_no_output(tmp_path):
     assert not out.exists()
     assert os.listdir(tmp_path) == ["big.gguf"]  # not even a temp file: the output was an unnamed inode
     assert src.read_bytes() == before
+
+
+def _random_tensor_gguf(path, n_bytes: int, seed: int = 7) -> None:
+    """One U8 tensor of random bytes: any shifted or stale block shows up in a comparison."""
+    import random
+
+    data = random.Random(seed).randbytes(n_bytes)
+    write_gguf(
+        path,
+        {"general.architecture": "llama", "tokenizer.chat_template": CHATML},
+        [("blob", (n_bytes,), 24, data)],  # 24 = GGML_TYPE_I8
+    )
+
+
+@pytest.mark.parametrize("method", ["copy_file_range", "pread/pwrite"])
+def test_parallel_copy_across_many_uneven_blocks(tmp_path, monkeypatch, method):
+    import gguftpl.gguf.writer as w
+
+    src = tmp_path / "m.gguf"
+    _random_tensor_gguf(src, 3 * 1024 * 1024 + 12345)
+    # blocks and compare pieces that line up with nothing: every worker boundary and tail is exercised
+    monkeypatch.setattr(w, "COPY_CHUNK", 65536 + 7)
+    monkeypatch.setattr(w, "COMPARE_PIECE", 4096 + 3)
+    monkeypatch.setattr(w, "COPY_METHOD", method)
+    out = tmp_path / "o.gguf"
+    seen: list[int] = []
+    result = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE}, progress=lambda done, total: seen.append(done))
+    assert result.proof.copy_method == method
+    assert result.proof.data_identical
+    assert seen and seen[-1] == result.proof.data_bytes and seen == sorted(seen)
+    # independent of the writer: gguf-py slices both files by its own arithmetic
+    assert _tensor_bytes_gguf_py(out) == _tensor_bytes_gguf_py(src)
+    assert src.stat().st_size - read_header(src).data_offset == out.stat().st_size - read_header(out).data_offset
+
+
+def test_a_bad_copy_is_caught_and_nothing_is_left(tmp_path, monkeypatch):
+    """Fault injection: the kernel copy of one block comes from one byte further on. The proof must fail
+    and no output may appear."""
+    import gguftpl.gguf.writer as w
+
+    src = tmp_path / "m.gguf"
+    _random_tensor_gguf(src, 1024 * 1024)
+    monkeypatch.setattr(w, "COPY_CHUNK", 100_000)
+    real = os.copy_file_range
+    calls = []
+
+    def off_by_one(src_fd, dst_fd, count, offset_src=None, offset_dst=None):
+        calls.append(offset_src)
+        if len(calls) == 3:
+            offset_src += 1
+        return real(src_fd, dst_fd, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", off_by_one)
+    before = src.read_bytes()
+    with pytest.raises(PatchError, match="verification failed"):
+        patch_templates(src, tmp_path / "o.gguf", {"tool_use": HERMES_TOOL_USE})
+    assert len(calls) >= 3
+    assert os.listdir(tmp_path) == ["m.gguf"]
+    assert src.read_bytes() == before
+
+
+def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path):
+    """A real kernel write failure: RLIMIT_FSIZE makes every write past 256 KiB fail with EFBIG, as a full
+    disk fails with ENOSPC, in the middle of the tensor copy."""
+    src = tmp_path / "m.gguf"
+    _random_tensor_gguf(src, 2 * 1024 * 1024)
+    before = src.read_bytes()
+    tpl = tmp_path / "t.jinja"
+    tpl.write_text(HERMES_TOOL_USE, encoding="utf-8")
+    out = tmp_path / "o.gguf"
+    child = textwrap.dedent(
+        f"""
+        import resource, signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills us instead of failing the write
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY))
+        from gguftpl.cli import main
+        main(["patch", {str(src)!r}, "-o", {str(out)!r}, "--template", "tool_use={tpl}"])
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gguftpl: error: writing ") and "File too large" in err[0], err
+    assert "no output was left" in err[0]
+    assert sorted(os.listdir(tmp_path)) == ["m.gguf", "t.jinja"]
+    assert src.read_bytes() == before

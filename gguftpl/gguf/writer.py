@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import struct
 import tempfile
@@ -237,8 +238,14 @@ def _fsync_dir(folder: str) -> None:
 
 # ------------------------------------------------------------------------------------------------- rewrite
 
-COPY_CHUNK = 64 * 1024 * 1024
-COMPARE_CHUNK = 8 * 1024 * 1024
+COPY_CHUNK = 16 * 1024 * 1024
+"""One worker's block: copied, sent to disk and compared before the worker takes the next one."""
+COPY_WORKERS = 4
+"""Blocks in flight. The fsync before the rename bounds the run by the disk; a single writeback stream
+leaves it idle between requests, four keep it busy (measured in scripts/bench.py, see the README)."""
+COMPARE_PIECE = 1024 * 1024
+COPY_METHOD = "copy_file_range"
+"""Where the kernel cannot copy between the two files it falls back to "pread/pwrite" by itself."""
 
 
 @dataclass
@@ -318,33 +325,37 @@ def rewrite(
     data_len = _data_length(header)
 
     method = "none"
-    with atomic_output(dst, overwrite=overwrite) as out:
-        out.write(head)
-        verifier = _ChunkVerifier(src_path, out.readable_path) if verify and data_len else None
-        try:
-            if data_len:
-                with open(src_path, "rb") as sfh:
-                    method = _copy_region(sfh, out, header.data_offset, data_len, progress, verifier)
-        finally:
+    try:
+        with atomic_output(dst, overwrite=overwrite) as out:
+            out.write(head)
             # no tensor data: nothing to differ (the length check in verify_rewrite still applies)
-            data_identical = verifier.finish() if verifier is not None else True
-        proof = RewriteProof(
-            source=src_path,
-            output=os.fspath(dst),
-            data_bytes=data_len,
-            source_data_offset=header.data_offset,
-            output_data_offset=out_data_offset,
-            data_identical=False,
-            tensor_infos_identical=False,
-            copy_method=method,
-            kv_changed=changed,
-            kv_removed=removed,
-            kv_added=added,
-        )
-        if verify:
-            # before the rename: a failed proof leaves no output behind
-            out.flush()
-            verify_rewrite(proof, header, out.readable_path, data_identical)
+            data_identical = True
+            if data_len:
+                method, data_identical = _copy_region(
+                    src_path, out, header.data_offset, out_data_offset, data_len, progress, verify
+                )
+            proof = RewriteProof(
+                source=src_path,
+                output=os.fspath(dst),
+                data_bytes=data_len,
+                source_data_offset=header.data_offset,
+                output_data_offset=out_data_offset,
+                data_identical=False,
+                tensor_infos_identical=False,
+                copy_method=method,
+                kv_changed=changed,
+                kv_removed=removed,
+                kv_added=added,
+            )
+            if verify:
+                # before the rename: a failed proof leaves no output behind
+                out.flush()
+                verify_rewrite(proof, header, out.readable_path, data_identical)
+    except OSError as exc:
+        # full disk, file-size limit, I/O error: atomic_output has already removed the temporary file
+        raise PatchError(
+            f"writing {os.fspath(dst)} failed: {exc.strerror or exc}; no output was left and the input is untouched"
+        ) from exc
     return proof
 
 
@@ -368,51 +379,118 @@ def _data_length(h: GGUFHeader) -> int:
 
 
 def _copy_region(
-    sfh: IO[bytes],
+    src_path: str,
     out: AtomicFile,
-    offset: int,
+    src_offset: int,
+    out_offset: int,
     length: int,
     progress: ProgressFn | None,
-    verifier: _ChunkVerifier | None = None,
-) -> str:
-    """Stream [offset, offset+length) of the source to the end of ``out`` with the kernel; each copied chunk
-    is handed to ``verifier``, which compares it on the other core while the next one copies."""
-    in_fd, out_fd = sfh.fileno(), out.fileno()
-    out_pos = os.lseek(out_fd, 0, os.SEEK_CUR)
-    done = 0
-    method = "copy_file_range"
-    copy_range = getattr(os, "copy_file_range", None)
-    while done < length:
-        n = min(COPY_CHUNK, length - done)
-        copied = 0
-        if copy_range is not None:
-            try:
-                copied = copy_range(in_fd, out_fd, n, offset + done, out_pos + done)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                    raise
-                copy_range = None
-                method = "sendfile"
-        if copy_range is None:
-            try:
-                os.lseek(out_fd, out_pos + done, os.SEEK_SET)
-                copied = os.sendfile(out_fd, in_fd, offset + done, n)
-            except OSError:
-                method = "buffered"
-                sfh.seek(offset + done)
-                buf = sfh.read(n)
-                os.lseek(out_fd, out_pos + done, os.SEEK_SET)
-                copied = os.write(out_fd, buf)
-        if copied <= 0:
-            raise PatchError(f"source ended early while copying tensor data at byte {offset + done}")
-        if verifier is not None:
-            verifier.submit(offset + done, out_pos + done, copied)
-        _start_writeback(out_fd, out_pos + done, copied)
-        done += copied
-        if progress is not None:
-            progress(done, length)
-    os.lseek(out_fd, out_pos + done, os.SEEK_SET)
-    return method
+    verify: bool,
+) -> tuple[str, bool]:
+    """Copy source bytes [src_offset, +length) to ``out`` at ``out_offset`` with the kernel, from
+    COPY_WORKERS threads, one COPY_CHUNK block at a time. Each worker starts its block's writeback and then
+    compares the block as the output now reads (through a separate descriptor) with the source region;
+    every syscall and the memcmp release the GIL. Returns the copy method and that verdict."""
+    import ctypes
+    import threading
+
+    memcmp = ctypes.CDLL(None).memcmp  # a CDLL call releases the GIL
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    memcmp.restype = ctypes.c_int
+    out_fd = out.fileno()
+    src_fd = os.open(src_path, os.O_RDONLY)
+    check_fd = os.open(out.readable_path, os.O_RDONLY) if verify else -1
+    n_blocks = -(-length // COPY_CHUNK)
+    lock = threading.Lock()
+    stop = threading.Event()
+    state: dict[str, Any] = {"next": 0, "done": 0, "identical": True, "method": COPY_METHOD}
+    errors: list[BaseException] = []
+
+    def copy_block(a: int, n: int, buf: mmap.mmap) -> None:
+        done = 0
+        while done < n:
+            copied = 0
+            if state["method"] == "copy_file_range":
+                try:
+                    copied = os.copy_file_range(src_fd, out_fd, n - done, src_offset + a + done, out_offset + a + done)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    state["method"] = "pread/pwrite"  # e.g. across filesystems on old kernels
+                    continue
+            else:
+                k = min(len(buf), n - done)
+                got = _pread_full(src_fd, buf, k, src_offset + a + done)
+                copied = os.pwritev(out_fd, [memoryview(buf)[:got]], out_offset + a + done) if got else 0
+            if copied <= 0:
+                raise PatchError(f"source ended early while copying tensor data at byte {src_offset + a + done}")
+            done += copied
+
+    def same(a: int, n: int, bufs: tuple[mmap.mmap, mmap.mmap], addrs: tuple[int, int]) -> bool:
+        pos = 0
+        while pos < n:
+            k = min(COMPARE_PIECE, n - pos)
+            if _pread_full(src_fd, bufs[0], k, src_offset + a + pos) != k:
+                return False
+            if _pread_full(check_fd, bufs[1], k, out_offset + a + pos) != k:
+                return False
+            if memcmp(addrs[0], addrs[1], k) != 0:
+                return False
+            pos += k
+        return True
+
+    def work() -> None:
+        bufs = (mmap.mmap(-1, COMPARE_PIECE), mmap.mmap(-1, COMPARE_PIECE))
+        anchors = [ctypes.c_char.from_buffer(b) for b in bufs]
+        addrs = (ctypes.addressof(anchors[0]), ctypes.addressof(anchors[1]))
+        try:
+            while not stop.is_set():
+                with lock:
+                    i = state["next"]
+                    state["next"] = i + 1
+                if i >= n_blocks:
+                    return
+                a = i * COPY_CHUNK
+                n = min(COPY_CHUNK, length - a)
+                copy_block(a, n, bufs[0])
+                _start_writeback(out_fd, out_offset + a, n)
+                ok = not verify or same(a, n, bufs, addrs)
+                with lock:
+                    state["done"] += n
+                    state["identical"] = state["identical"] and ok
+        except BaseException as exc:  # raised again in the calling thread
+            errors.append(exc)
+            stop.set()
+        finally:
+            del anchors
+            for b in bufs:
+                b.close()
+
+    threads = [threading.Thread(target=work, name="gguftpl-copy", daemon=True) for _ in range(COPY_WORKERS)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)
+                if progress is not None:
+                    progress(state["done"], length)
+    except BaseException:
+        stop.set()  # Ctrl-C: each worker finishes its block and stops; atomic_output removes the file
+        for t in threads:
+            if t.ident is not None:
+                t.join()
+        raise
+    finally:
+        os.close(src_fd)
+        if check_fd >= 0:
+            os.close(check_fd)
+    if errors:
+        raise errors[0]
+    os.lseek(out_fd, out_offset + length, os.SEEK_SET)
+    if progress is not None:
+        progress(length, length)
+    return str(state["method"]), bool(state["identical"])
 
 
 _SYNC_FILE_RANGE_WRITE = 2
@@ -420,8 +498,8 @@ _sync_file_range: Any = None
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
-    """Start writing a copied chunk to disk now (Linux sync_file_range, asynchronous), so the fsync before
-    the rename finds little left to do: the disk works while the next chunk copies. Best effort."""
+    """Start writing a copied block to disk now (Linux sync_file_range, asynchronous), so the fsync before
+    the rename finds little left to do. Best effort."""
     global _sync_file_range
     if _sync_file_range is None:
         try:
@@ -436,69 +514,17 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
         _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
-class _ChunkVerifier:
-    """Compares copied chunks with their source in a thread (reads release the GIL; the memcmp is short)."""
-
-    def __init__(self, src_path: str, dst_path: str) -> None:
-        import queue
-        import threading
-
-        self._q: queue.Queue[tuple[int, int, int] | None] = queue.Queue(maxsize=4)
-        self._paths = (src_path, dst_path)
-        self.identical = True
-        self.checked = 0
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="gguftpl-verify", daemon=True)
-        self._thread.start()
-
-    def submit(self, a_off: int, b_off: int, n: int) -> None:
-        self._q.put((a_off, b_off, n))
-
-    def finish(self) -> bool:
-        self._q.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self.identical
-
-    def _run(self) -> None:
-        try:
-            fa = os.open(self._paths[0], os.O_RDONLY)
-            fb = os.open(self._paths[1], os.O_RDONLY)
-        except BaseException as exc:  # reported by finish()
-            self._error = exc
-            while self._q.get() is not None:
-                pass
-            return
-        buf_a, buf_b = bytearray(COMPARE_CHUNK), bytearray(COMPARE_CHUNK)
-        try:
-            while (item := self._q.get()) is not None:
-                a_off, b_off, n = item
-                pos = 0
-                while pos < n and self.identical:
-                    k = min(COMPARE_CHUNK, n - pos)
-                    ra = _pread_full(fa, buf_a, k, a_off + pos)
-                    rb = _pread_full(fb, buf_b, k, b_off + pos)
-                    same = buf_a == buf_b if k == COMPARE_CHUNK else buf_a[:k] == buf_b[:k]
-                    if ra != k or rb != k or not same:
-                        self.identical = False
-                    pos += k
-                self.checked += n
-        except BaseException as exc:
-            self._error = exc
-        finally:
-            os.close(fa)
-            os.close(fb)
-
-
-def _pread_full(fd: int, buf: bytearray, n: int, offset: int) -> int:
+def _pread_full(fd: int, buf: mmap.mmap, n: int, offset: int) -> int:
     view = memoryview(buf)
     got = 0
-    while got < n:
-        r = os.preadv(fd, [view[got:n]], offset + got)
-        if r <= 0:
-            break
-        got += r
+    try:
+        while got < n:
+            r = os.preadv(fd, [view[got:n]], offset + got)
+            if r <= 0:
+                break
+            got += r
+    finally:
+        view.release()
     return got
 
 

@@ -2,6 +2,9 @@
 
 Templates are written in llama.cpp's layout: ``default`` in ``tokenizer.chat_template``, every other name in
 ``tokenizer.chat_template.<name>``, and the sorted list of those names in ``tokenizer.chat_templates``.
+
+``PatchPlan`` is the one plan behind every ``patch``: templates given directly (``plan_patch``) or copied
+from upstream (``gguftpl.upstream.patchplan.plan_from_upstream``, which builds on ``plan_patch``).
 """
 
 from __future__ import annotations
@@ -11,39 +14,75 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, TemplateError
 from gguftpl.gguf.reader import ValueType, read_header
 from gguftpl.gguf.writer import ProgressFn, RewriteProof, Typed, rewrite
 from gguftpl.templates.templateset import LIST_KEY, ChatTemplate, load_templateset, sha256_text, template_key
 
+if TYPE_CHECKING:
+    from gguftpl.upstream.config import UpstreamConfig
+
 NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+
+ADD, REPLACE, KEEP, REMOVE = "add", "replace", "keep", "remove"
 
 
 @dataclass
 class PlanItem:
     name: str
     key: str
-    action: str  # "add" | "replace" | "remove" | "unchanged"
+    action: str
+    """add | replace | keep (the file has this text already) | remove"""
     old: ChatTemplate | None
     new_text: str | None
+
+    @property
+    def old_sha256(self) -> str | None:
+        return self.old.sha256 if self.old is not None else None
 
     @property
     def new_sha256(self) -> str | None:
         return sha256_text(self.new_text) if self.new_text is not None else None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "key": self.key,
+            "action": self.action,
+            "old_sha256": self.old_sha256,
+            "new_sha256": self.new_sha256,
+        }
+
 
 @dataclass
 class PatchPlan:
+    """What a patch writes: the template items, and every key set or removed (templates, the name list,
+    ``extra_kv``)."""
+
     source: str
     items: list[PlanItem]
     set_kv: dict[str, Any]
     remove_keys: list[str]
+    extra_kv: dict[str, Any] = field(default_factory=dict)
+    """The keys besides templates and their list (provenance); also in ``set_kv``."""
+    upstream: UpstreamConfig | None = None
+    """Where the new templates came from (``patch --from-hub/--from-catalog``); None when given directly."""
 
     @property
     def changes(self) -> list[PlanItem]:
-        return [i for i in self.items if i.action != "unchanged"]
+        return [i for i in self.items if i.action != KEEP]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "upstream": self.upstream.to_dict() if self.upstream is not None else None,
+            "items": [i.to_dict() for i in self.items],
+            "set_keys": list(self.set_kv),
+            "remove_keys": self.remove_keys,
+            "extra_kv": self.extra_kv,
+        }
 
 
 @dataclass
@@ -90,32 +129,34 @@ def plan_patch(
     remove: Sequence[str] = (),
     extra_kv: Mapping[str, Any] | None = None,
 ) -> PatchPlan:
+    """Set ``set_templates`` (name -> text) and remove the ``remove`` names; a name set to the text the
+    file already has is a ``keep`` item. ``extra_kv`` is written too."""
     header = read_header(src)
     ts = load_templateset(header)
-    for name in list(set_templates) + list(remove):
+    remove = list(dict.fromkeys(remove))
+    for name in list(set_templates) + remove:
         validate_name(name)
-    both = set(set_templates) & set(remove)
+    both = [n for n in set_templates if n in remove]
     if both:
-        raise PatchError(f"cannot both set and remove {sorted(both)}")
-    for name, text in set_templates.items():
-        if not isinstance(text, str) or not text.strip():
-            raise PatchError(f"template {name!r} is empty")
-        check_template_syntax(name, text)
+        raise PatchError(f"cannot both set and remove {', '.join(both)}")
     items: list[PlanItem] = []
     set_kv: dict[str, Any] = {}
     remove_keys: list[str] = []
+    for name, text in set_templates.items():
+        if not isinstance(text, str) or not text.strip():
+            raise PatchError(f"template {name!r} is empty")
+        old = ts.templates.get(name)
+        action = ADD if old is None else (KEEP if old.text == text else REPLACE)
+        items.append(PlanItem(name, template_key(name), action, old, text))
+        if action != KEEP:
+            check_template_syntax(name, text)
+            set_kv[template_key(name)] = text
     for name in remove:
         old = ts.templates.get(name)
         if old is None:
             raise PatchError(f"{src} has no template named {name!r} to remove")
-        items.append(PlanItem(name, old.key, "remove", old, None))
+        items.append(PlanItem(name, old.key, REMOVE, old, None))
         remove_keys.append(old.key)
-    for name, text in set_templates.items():
-        old = ts.templates.get(name)
-        action = "add" if old is None else ("unchanged" if old.text == text else "replace")
-        items.append(PlanItem(name, template_key(name), action, old, text))
-        if action != "unchanged":
-            set_kv[template_key(name)] = text
     named_after = sorted(
         {n for n in ts.templates if n != "default" and n not in remove} | {n for n in set_templates if n != "default"}
     )
@@ -124,9 +165,9 @@ def plan_patch(
             set_kv[LIST_KEY] = Typed(ValueType.ARRAY, named_after, ValueType.STRING)
     elif LIST_KEY in header.kv:
         remove_keys.append(LIST_KEY)
-    for k, v in (extra_kv or {}).items():
-        set_kv[k] = v
-    return PatchPlan(os.fspath(src), items, set_kv, remove_keys)
+    extra = dict(extra_kv or {})
+    set_kv.update(extra)
+    return PatchPlan(os.fspath(src), items, set_kv, remove_keys, extra)
 
 
 def patch_templates(
@@ -143,8 +184,23 @@ def patch_templates(
 ) -> PatchResult:
     """Write ``src`` with templates set/removed to ``out`` (or over ``src`` with ``in_place``)."""
     src_s = os.fspath(src)
-    out_s = resolve_output(src_s, out, in_place=in_place, force=force)
+    resolve_output(src_s, out, in_place=in_place, force=force)  # refuse unsafe outputs before any work
     plan = plan or plan_patch(src_s, set_templates, remove, extra_kv)
+    return apply_plan(plan, out, in_place=in_place, force=force, progress=progress)
+
+
+def apply_plan(
+    plan: PatchPlan,
+    out: str | os.PathLike[str] | None,
+    *,
+    in_place: bool = False,
+    force: bool = False,
+    progress: ProgressFn | None = None,
+) -> PatchResult:
+    """Write ``plan.source`` with the plan applied to ``out`` (or over the source with ``in_place``), then
+    read the output back and check every template item."""
+    src_s = plan.source
+    out_s = resolve_output(src_s, out, in_place=in_place, force=force)
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
     _check_space(src_s, out_s)
@@ -153,7 +209,7 @@ def patch_templates(
     )
     after = load_templateset(read_header(out_s))
     ok = all(
-        (it.action == "remove" and it.name not in after.templates)
+        (it.action == REMOVE and it.name not in after.templates)
         or (it.new_text is not None and it.name in after.templates and after.templates[it.name].text == it.new_text)
         for it in plan.items
     )

@@ -46,15 +46,6 @@ class PlanItem:
     def new_sha256(self) -> str | None:
         return sha256_text(self.new_text) if self.new_text is not None else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "key": self.key,
-            "action": self.action,
-            "old_sha256": self.old_sha256,
-            "new_sha256": self.new_sha256,
-        }
-
 
 @dataclass
 class PatchPlan:
@@ -73,16 +64,6 @@ class PatchPlan:
     @property
     def changes(self) -> list[PlanItem]:
         return [i for i in self.items if i.action != KEEP]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "upstream": self.upstream.to_dict() if self.upstream is not None else None,
-            "items": [i.to_dict() for i in self.items],
-            "set_keys": list(self.set_kv),
-            "remove_keys": self.remove_keys,
-            "extra_kv": self.extra_kv,
-        }
 
 
 @dataclass

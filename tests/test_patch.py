@@ -263,3 +263,33 @@ def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path):
     assert "no output was left" in err[0]
     assert sorted(os.listdir(tmp_path)) == ["m.gguf", "t.jinja"]
     assert src.read_bytes() == before
+
+
+def test_plan_and_its_text_for_templates_given_directly(make_gguf, tmp_path):
+    """The same plan type and formatter as --from-hub: rows with both sha256s, a diff per change (capped),
+    and the keys besides templates (here the name list)."""
+    import hashlib
+
+    from gguftpl.cli.patch_cmd import plan_text
+    from gguftpl.patching import plan_patch
+
+    src = make_gguf("m.gguf", templates={"default": CHATML, "rag": "{{ documents }}"})
+    plan = plan_patch(src, {"default": CHATML, "tool_use": HERMES_TOOL_USE}, ["rag", "rag"])
+    assert [(i.name, i.action) for i in plan.items] == [("default", "keep"), ("tool_use", "add"), ("rag", "remove")]
+    assert plan.upstream is None and plan.extra_kv == {}
+    assert plan.remove_keys == ["tokenizer.chat_template.rag"]  # a name given twice is removed once
+    assert "tokenizer.chat_template" not in plan.set_kv  # kept as it is
+    sha = {n: hashlib.sha256(t.encode()).hexdigest()[:12] for n, t in [("default", CHATML), ("rag", "{{ documents }}")]}
+    tool_sha = hashlib.sha256(HERMES_TOOL_USE.encode()).hexdigest()[:12]
+    text = plan_text(plan, max_diff_lines=10).splitlines()
+    assert text[:4] == [
+        f"plan for {src}:",
+        f"  keep      default      tokenizer.chat_template           {sha['default']} (identical)",
+        f"  add       tool_use     tokenizer.chat_template.tool_use  - -> {tool_sha}",
+        f"  remove    rag          tokenizer.chat_template.rag       {sha['rag']} -> -",
+    ]
+    assert text.index("+++ new:tool_use") < text.index("--- gguf:rag")
+    n_tool = len(HERMES_TOOL_USE.splitlines())
+    assert f"... {n_tool + 3 - 10} more diff lines" in text  # 3 header lines, then one '+' line per line
+    assert text[text.index("--- gguf:rag") + 1] == "+++ /dev/null"
+    assert text[-2:] == ["other keys:", "  set       tokenizer.chat_templates = ['tool_use']"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,10 +237,58 @@ def test_real_smollm2_gets_the_hermes_tool_use_template(corpus_file, hub: HubSer
     assert d.returncode == 1 and json.loads(d.stdout)["summary"]["lost_templates"] == ["tool_use"]
     p = gguftpl(["patch", str(src), "--from-hub", repo, "-o", str(out)], hub, home)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "keep (identical)" in p.stdout  # the default is already upstream's
+    # the default is already upstream's: a keep row with the file's own sha256
+    own_sha = hashlib.sha256(own.encode()).hexdigest()[:12]
+    assert re.search(rf"^  keep +default +tokenizer\.chat_template +{own_sha} \(identical\)$", p.stdout, re.M), p.stdout
     assert tool_errors(out) == []
     assert data_digest(out) == data_digest(src)
     after = load_templateset(read_header(out))
     assert after.templates["default"].text == own
     prov = read_provenance(after)
     assert prov["gguftpl.patch.templates"] == "tool_use" and prov["gguftpl.patch.source_repo"] == repo
+
+
+def test_upstream_that_agrees_writes_nothing(samples_dir: Path, tmp_path: Path) -> None:
+    """The upstream sample already has the catalog's templates: the plan says so, exit 0, no file."""
+    src = samples_dir / "hermes-2-pro-mistral-7b.upstream.gguf"
+    out = tmp_path / "o.gguf"
+    res = CliRunner().invoke(main_group, ["patch", str(src), "--from-catalog", HERMES, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    ts = load_templateset(read_header(src))
+    for name, t in ts.templates.items():
+        assert re.search(rf"^  keep +{name} +{re.escape(t.key)} +{t.sha256[:12]} \(identical\)$", res.output, re.M)
+    assert "no template changes" in res.output and res.output.endswith("nothing written\n")
+    assert "other keys:" not in res.output  # no provenance for a patch that changes nothing
+    assert not out.exists()
+
+
+def test_plan_from_upstream_is_the_patching_plan(make_gguf, tmp_path: Path) -> None:
+    """One plan type: the upstream plan is ``patching.PatchPlan`` with provenance in ``extra_kv``, and the
+    one formatter prints its source, provenance and the keys of an earlier patch it removes."""
+    from gguftpl.cli.patch_cmd import plan_text
+    from gguftpl.patching import PatchPlan
+    from gguftpl.upstream.catalog import catalog_upstream
+    from gguftpl.upstream.patchplan import plan_from_upstream
+
+    stale = "gguftpl.patch.template.rag.sha256"
+    src = make_gguf("m.gguf", templates={"default": CHATML}, extra_kv={stale: "0" * 64})
+    tset = load_templateset(read_header(src))
+    up = catalog_upstream(HERMES)
+    plan = plan_from_upstream(tset, up, only=["tool_use"])
+    assert isinstance(plan, PatchPlan) and plan.upstream is up
+    assert [(i.name, i.action) for i in plan.items] == [("tool_use", "add")]
+    assert plan.set_kv["tokenizer.chat_template.tool_use"] == up.templates["tool_use"]
+    assert (
+        plan.extra_kv["gguftpl.patch.template.tool_use.sha256"]
+        == hashlib.sha256(up.templates["tool_use"].encode()).hexdigest()
+    )
+    assert all(plan.set_kv[k] == v for k, v in plan.extra_kv.items())
+    assert stale in plan.remove_keys
+    text = plan_text(plan)
+    assert text.startswith(f"plan for {src}: templates from {up.label} (catalog)\n")
+    assert f"+++ upstream:{up.label}:tool_use" in text
+    assert f"  remove    {stale}\n" in text
+    assert "  set       gguftpl.patch.source = catalog\n" in text
+    # without provenance: no extra keys, and the earlier patch's keys stay
+    bare = plan_from_upstream(tset, up, only=["tool_use"], provenance=False)
+    assert bare.extra_kv == {} and stale not in bare.remove_keys

@@ -1,19 +1,22 @@
 """``gguftpl patch FILE --from-hub REPO`` / ``--from-catalog [ID]``: copy upstream templates into a GGUF.
 
-parse -> fetch upstream -> plan (added/replaced/removed, as a diff) -> [--dry-run stops] -> audit before ->
-rewrite through ``patching.patch_templates`` (tensors byte-identical, proven) with ``gguftpl.patch.*``
-provenance -> audit after -> before/after of the tool findings.
+parse -> fetch upstream -> plan (``patching.PatchPlan`` with ``gguftpl.patch.*`` provenance) -> the base
+command prints it, stops on --dry-run, audits before, applies it (tensors byte-identical, proven), audits
+after and prints the before/after of the tool findings.
 
 The options are declared here and added to the base ``patch`` command with ``upstream_options``; the base
-command hands over to ``run_from_upstream`` when ``--from-hub`` or ``--from-catalog`` is given.
+command calls ``check_upstream_args`` and ``plan_upstream`` when ``--from-hub`` or ``--from-catalog`` is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from gguftpl.patching import PatchPlan
 
 # Tool-calling rules (GT2xx) are what a template patch is meant to fix; their before/after is the headline.
 TOOL_PREFIX = "GT2"
@@ -51,31 +54,11 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def run_from_upstream(
-    file: str,
-    *,
-    out: str | None,
-    from_hub: str | None,
-    revision: str | None,
-    from_catalog: str | None,
-    only: tuple[str, ...],
-    remove: tuple[str, ...],
-    templates: tuple[str, ...] = (),
-    in_place: bool = False,
-    force: bool = False,
-    dry_run: bool = False,
-    no_provenance: bool = False,
-    no_fallback: bool = False,
-    no_audit: bool = False,
-    progress_bar: Callable[[str], Any] | None = None,
-    proof_text: Callable[[Any], str] | None = None,
-) -> int:
-    from gguftpl.cli.diff_cmd import resolve_upstream
+def check_upstream_args(
+    from_hub: str | None, revision: str | None, from_catalog: str | None, templates: tuple[str, ...]
+) -> None:
+    """Refuse option combinations that make no sense with an upstream source (before any work)."""
     from gguftpl.errors import UsageError
-    from gguftpl.gguf.reader import read_header
-    from gguftpl.patching import patch_templates, plan_patch, resolve_output
-    from gguftpl.templates.templateset import load_templateset
-    from gguftpl.upstream.patchplan import format_plan, plan_from_upstream
 
     if from_hub and from_catalog:
         raise UsageError("--from-hub and --from-catalog cannot be used together")
@@ -83,8 +66,25 @@ def run_from_upstream(
         raise UsageError("--template cannot be combined with --from-hub/--from-catalog; patch twice instead")
     if revision and not from_hub:
         raise UsageError("--revision goes with --from-hub")
-    if not dry_run:
-        resolve_output(file, out, in_place=in_place, force=force)  # refuse unsafe outputs before any work
+
+
+def plan_upstream(
+    file: str,
+    *,
+    from_hub: str | None,
+    revision: str | None,
+    from_catalog: str | None,
+    only: tuple[str, ...],
+    remove: tuple[str, ...],
+    provenance: bool = True,
+    fallback: bool = True,
+) -> PatchPlan:
+    """Fetch the upstream templates (saying where from, and any warning) and plan copying them into FILE."""
+    from gguftpl.cli.diff_cmd import resolve_upstream
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.upstream.patchplan import plan_from_upstream
+
     with read_header(file) as header:
         tset = load_templateset(header)
     upstream, how = resolve_upstream(
@@ -93,52 +93,16 @@ def run_from_upstream(
         revision=revision,
         upstream=None,
         catalog=from_catalog,
-        catalog_fallback=not no_fallback,
+        catalog_fallback=fallback,
     )
     for w in upstream.warnings:
         click.echo(f"gguftpl: {w}", err=True)
-    plan = plan_from_upstream(
-        tset, upstream, only=list(only) or None, remove=list(remove), provenance=not no_provenance
-    )
+    plan = plan_from_upstream(tset, upstream, only=list(only) or None, remove=list(remove), provenance=provenance)
     click.echo(f"{file}: {how}")
-    click.echo(format_plan(plan), nl=False)
-    if dry_run:
-        click.echo("dry run: nothing written")
-        return 0
-    if not plan.changes:
-        click.echo("nothing written")
-        return 0
-
-    before = None if no_audit else _tool_audit(file)
-    lead_plan = plan_patch(file, plan.set_templates, plan.remove, plan.extra_kv)
-    lead_plan.remove_keys.extend(k for k in plan.stale_keys if k not in lead_plan.remove_keys)
-    if progress_bar is not None:
-        with progress_bar(file) as progress:
-            result = patch_templates(
-                file,
-                out,
-                plan.set_templates,
-                plan.remove,
-                in_place=in_place,
-                force=force,
-                progress=progress,
-                plan=lead_plan,
-            )
-    else:
-        result = patch_templates(
-            file, out, plan.set_templates, plan.remove, in_place=in_place, force=force, plan=lead_plan
-        )
-    if proof_text is not None:
-        click.echo(proof_text(result))
-    else:
-        click.echo(f"wrote {result.output}")
-    if before is not None:
-        after = _tool_audit(result.output)
-        click.echo(format_before_after(before, after))
-    return 0
+    return plan
 
 
-def _tool_audit(path: str) -> list[Any]:
+def tool_audit(path: str) -> list[Any]:
     from gguftpl.audit import audit_file
 
     return list(audit_file(path).findings)

@@ -1,7 +1,7 @@
 """Plan a template patch from an upstream source (Hub, catalog, folder), and the provenance it leaves.
 
-The plan is data: which templates are added, replaced, kept or removed, with sha256s and a unified diff,
-and the ``gguftpl.patch.*`` keys to write alongside (``extra_kv`` of ``patching.patch_templates``).
+The plan is ``patching.PatchPlan`` (the same plan as ``patch --template``), with ``upstream`` set and the
+``gguftpl.patch.*`` keys below in its ``extra_kv``. ``gguftpl.cli.patch_cmd.plan_text`` prints it.
 
 Provenance keys (all strings; written unless ``--no-provenance``):
 
@@ -16,65 +16,21 @@ Provenance keys (all strings; written unless ``--no-provenance``):
 ``gguftpl.patch.template.<name>.status``        catalog status EXACT | CORROBORATED | PROXY (catalog only)
 ``gguftpl.patch.removed``                       comma-separated names removed (when any)
 
-Keys from an earlier gguftpl patch are dropped by a new one (``stale_provenance_keys``), so the file never
+Keys from an earlier gguftpl patch that a new one does not restate are removed by it, so the file never
 claims a provenance it no longer has.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import UsageError
 from gguftpl.upstream.config import UpstreamConfig
 
+if TYPE_CHECKING:
+    from gguftpl.patching import PatchPlan
+
 PROVENANCE_PREFIX = "gguftpl.patch."
-
-ADD, REPLACE, KEEP, REMOVE = "add", "replace", "keep", "remove"
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass
-class PlanRow:
-    name: str
-    action: str
-    """add | replace | keep (identical already) | remove"""
-    old_sha256: str | None
-    new_sha256: str | None
-    old_length: int | None = None
-    new_length: int | None = None
-    diff: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class PatchPlan:
-    upstream: UpstreamConfig
-    rows: list[PlanRow]
-    set_templates: dict[str, str]
-    """name -> text to write (only names that change)."""
-    remove: list[str]
-    extra_kv: dict[str, Any] = field(default_factory=dict)
-    stale_keys: list[str] = field(default_factory=list)
-    """Existing ``gguftpl.patch.*`` keys this patch supersedes."""
-
-    @property
-    def changes(self) -> bool:
-        return bool(self.set_templates or self.remove)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "upstream": self.upstream.to_dict(),
-            "rows": [r.to_dict() for r in self.rows],
-            "changes": self.changes,
-            "provenance": self.extra_kv,
-        }
 
 
 def plan_from_upstream(
@@ -85,9 +41,10 @@ def plan_from_upstream(
     remove: list[str] | None = None,
     provenance: bool = True,
 ) -> PatchPlan:
-    """What ``patch --from-hub`` would do to ``tset`` (a TemplateSet): every upstream template (or the
-    ``only`` ones) is written; templates upstream does not have are kept unless named in ``remove``."""
-    from gguftpl.upstream.diff import unified_diff
+    """What ``patch --from-hub`` would do to the GGUF of ``tset`` (a TemplateSet): every upstream template
+    (or the ``only`` ones) is written; templates upstream does not have are kept unless named in ``remove``.
+    The plan is ``patching.plan_patch``'s, with ``upstream`` recorded and the provenance keys added."""
+    from gguftpl.patching import plan_patch
 
     if not upstream.templates:
         raise UsageError(f"{upstream.label} has no chat template to copy")
@@ -99,51 +56,26 @@ def plan_from_upstream(
                 f"--only {', '.join(missing)}: not among {upstream.label}'s templates ({', '.join(names)})"
             )
         names = [n for n in names if n in only]
-    remove = list(dict.fromkeys(remove or []))
-    clash = [n for n in remove if n in names]
-    if clash:
-        raise UsageError(f"cannot both copy and remove {', '.join(clash)}")
-    current: dict[str, str] = {n: t.text for n, t in tset.templates.items()}
-    rows: list[PlanRow] = []
-    set_templates: dict[str, str] = {}
-    for n in names:
-        new = upstream.templates[n]
-        old = current.get(n)
-        row = PlanRow(n, KEEP, None, _sha(new), new_length=len(new.encode("utf-8")))
-        if old is not None:
-            row.old_sha256, row.old_length = _sha(old), len(old.encode("utf-8"))
-        if old is None:
-            row.action = ADD
-            row.diff = unified_diff("", new, n, upstream.label)
-        elif old != new:
-            row.action = REPLACE
-            row.diff = unified_diff(old, new, n, upstream.label)
-        if row.action != KEEP:
-            set_templates[n] = new
-        rows.append(row)
-    for n in remove:
-        if n not in current:
-            raise UsageError(f"--remove {n}: the GGUF has no template named {n!r}")
-        old = current[n]
-        rows.append(
-            PlanRow(n, REMOVE, _sha(old), None, old_length=len(old.encode("utf-8")), diff=unified_diff(old, "", n, "-"))
-        )
-    plan = PatchPlan(upstream, rows, set_templates, remove)
-    existing = [k for k in getattr(tset, "provenance", {}) if k.startswith(PROVENANCE_PREFIX)]
+    plan = plan_patch(tset.path, {n: upstream.templates[n] for n in names}, remove or ())
+    plan.upstream = upstream
     if provenance and plan.changes:
-        plan.extra_kv = provenance_kv(plan, tset)
-        plan.stale_keys = [k for k in existing if k not in plan.extra_kv]
+        plan.extra_kv = provenance_kv(plan, upstream)
+        plan.set_kv.update(plan.extra_kv)
+        # keys of an earlier patch that this one does not restate would claim a provenance the file lost
+        plan.remove_keys.extend(k for k in read_provenance(tset) if k not in plan.extra_kv)
     return plan
 
 
-def provenance_kv(plan: PatchPlan, tset: Any) -> dict[str, Any]:
+def provenance_kv(plan: PatchPlan, up: UpstreamConfig) -> dict[str, Any]:
+    """The ``gguftpl.patch.*`` keys recording that ``plan`` copied its templates from ``up``."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from gguftpl.patching import ADD, REMOVE, REPLACE
 
     try:
         tool_version = version("gguftpl")
     except PackageNotFoundError:  # pragma: no cover - running from an unpacked tree
         tool_version = "unknown"
-    up = plan.upstream
     kv: dict[str, Any] = {
         PROVENANCE_PREFIX + "tool_version": tool_version,
         PROVENANCE_PREFIX + "source": up.origin,
@@ -155,20 +87,20 @@ def provenance_kv(plan: PatchPlan, tset: Any) -> dict[str, Any]:
         kv[PROVENANCE_PREFIX + "revision"] = rev
     elif up.origin in ("dir", "json"):
         kv[PROVENANCE_PREFIX + "source_path"] = up.location
-    written = [r for r in plan.rows if r.action in (ADD, REPLACE)]
-    kv[PROVENANCE_PREFIX + "templates"] = ",".join(r.name for r in written)
+    written = [i for i in plan.items if i.action in (ADD, REPLACE)]
+    kv[PROVENANCE_PREFIX + "templates"] = ",".join(i.name for i in written)
     statuses = _catalog_statuses(up)
-    for r in written:
-        base = f"{PROVENANCE_PREFIX}template.{r.name}."
-        kv[base + "sha256"] = r.new_sha256
-        if r.action == REPLACE and r.old_sha256:
-            kv[base + "replaced_sha256"] = r.old_sha256
-        src = up.sources.get(r.name)
+    for i in written:
+        base = f"{PROVENANCE_PREFIX}template.{i.name}."
+        kv[base + "sha256"] = i.new_sha256
+        if i.action == REPLACE and i.old_sha256:
+            kv[base + "replaced_sha256"] = i.old_sha256
+        src = up.sources.get(i.name)
         if src:
             kv[base + "source"] = src
-        if r.name in statuses:
-            kv[base + "status"] = statuses[r.name]
-    removed = [r.name for r in plan.rows if r.action == REMOVE]
+        if i.name in statuses:
+            kv[base + "status"] = statuses[i.name]
+    removed = [i.name for i in plan.items if i.action == REMOVE]
     if removed:
         kv[PROVENANCE_PREFIX + "removed"] = ",".join(removed)
     return kv
@@ -187,34 +119,3 @@ def read_provenance(tset_or_kv: Any) -> dict[str, Any]:
     """The ``gguftpl.patch.*`` keys of a file (TemplateSet or a plain dict of keys)."""
     kv = getattr(tset_or_kv, "provenance", tset_or_kv) or {}
     return {k: v for k, v in kv.items() if k.startswith(PROVENANCE_PREFIX)}
-
-
-PLAN_DIFF_LINES = 40
-
-
-def format_plan(plan: PatchPlan, *, show_diff: bool = True, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
-    up = plan.upstream
-    lines = [f"plan: templates from {up.label} ({up.origin})"]
-    for r in plan.rows:
-        sha = (r.new_sha256 or r.old_sha256 or "")[:12]
-        what = {ADD: "add", REPLACE: "replace", KEEP: "keep (identical)", REMOVE: "remove"}[r.action]
-        extra = f" (was {r.old_sha256[:12]})" if r.action == REPLACE and r.old_sha256 else ""
-        lines.append(f"  {what:<17} {r.name:<12} {sha}{extra}")
-    if not plan.changes:
-        lines.append("  nothing to change: the GGUF already has these templates")
-    if show_diff:
-        for r in plan.rows:
-            if r.diff and r.action != KEEP:
-                lines.append("")
-                diff = r.diff.rstrip("\n").split("\n")
-                # a whole added template is a wall of '+' lines: the head is enough, `diff` shows it all
-                if max_diff_lines is not None and len(diff) > max_diff_lines:
-                    more = len(diff) - max_diff_lines
-                    diff = [*diff[:max_diff_lines], f"... {more} more diff lines (gguftpl diff shows them all)"]
-                lines.extend(diff)
-    if plan.extra_kv:
-        lines.append("")
-        lines.append("provenance keys:")
-        for k, v in plan.extra_kv.items():
-            lines.append(f"  {k} = {v}")
-    return "\n".join(lines) + "\n"

@@ -272,6 +272,21 @@ NO_GENERATION_PROMPT = register(
         fix="Use the upstream template.",
     )
 )
+TOOL_DATA_AS_PYTHON_REPR = register(
+    Rule(
+        "GT208",
+        "tool-data-as-python-repr",
+        Severity.WARNING,
+        "The template prints tool schemas or call arguments as a Python dict (`{'key': 'value'}`), not JSON.",
+        why="Printing a mapping with `{{ x }}` or `| string` gives Python's repr: single quotes, `True`, "
+        "`None`. Tool-calling models are trained on JSON and see another format in the prompt; for call arguments, "
+        "llama.cpp cannot derive a parser from such a template and refuses to load it.",
+        example="`{{ '\"arguments\": ' + function.arguments | string }}` with arguments passed as a mapping "
+        "(transformers' convention).",
+        fix="Print mappings with `| tojson` (arguments that may be a string: "
+        "`{{ a if a is string else a | tojson }}`).",
+    )
+)
 
 # GT3xx: special tokens
 MARKER_NOT_IN_VOCAB = register(

@@ -208,6 +208,14 @@ def test_inserted_text_keeps_markers_whole() -> None:
         ("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>", "qwen3-coder-xml"),
         ("<|tool_call>call:f{a:1}<tool_call|>", "gemma4"),
         ('{"name": "f", "arguments": {}}', "generic-json"),
+        # Python call syntax, bare, in a list, or between wrapper markers
+        ("[f(a=1), g()]", "pythonic"),
+        ("<function_calls>\nf(city='Oslo')\n</function_calls>", "pythonic"),
+        ('<|tool_call_start|>[f(a="x")]<|tool_call_end|>', "pythonic"),
+        # a JSON body whose string merely contains call syntax stays JSON
+        ('{"name": "f", "arguments": {"expr": "g(a=1)"}}', "generic-json"),
+        ('<x:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n</invoke>', "invoke-xml"),
+        ('<ns:invoke name="f">\n<ns:parameter name="a">1</ns:parameter>\n</ns:invoke>', "invoke-xml"),
         ("CALL f WITH 1", "unknown"),
         ("", "none"),
     ],
@@ -472,3 +480,55 @@ def test_tools_rendered_only_with_a_system_turn_count() -> None:
     assert report.tools_in_prompt is True and report.tools_static is True
     assert report.details["tools_need_system"] is True
     assert "GT201" not in codes(report)
+
+
+# ------------------------------------------------------------------------------------------ dialects, repr
+
+# A ChatML template that writes calls as a Python list (``[f(a="x")]``), tools as JSON in the system turn.
+_PYTHONIC = (
+    "{%- if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{%- if m.tool_calls %}[{% for c in m.tool_calls %}{{ c.function.name }}("
+    "{%- for k, v in c.function.arguments.items() %}{{ k }}={{ v | tojson }}{% endfor %}){% endfor %}]"
+    "{%- else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_pythonic_call_list_is_classified_end_to_end() -> None:
+    report = analyze_template_text(_PYTHONIC)
+    assert report.renders_tool_calls is True
+    assert report.details["call_text"] == f'[{probes.CANARY_TOOL_NAME}(record_key="{probes.CANARY_ARG_VALUE}")]'
+    assert report.dialect == "pythonic"
+    assert codes(report)["GT206"]["extra"]["dialect"] == "pythonic"
+
+
+def _with_call_arguments(expr: str) -> str:
+    """ChatML with tools as JSON and calls as ``{"name": …, "arguments": <expr>}``."""
+    return _PYTHONIC.replace(
+        "[{% for c in m.tool_calls %}{{ c.function.name }}("
+        "{%- for k, v in c.function.arguments.items() %}{{ k }}={{ v | tojson }}{% endfor %}){% endfor %}]",
+        '{% for c in m.tool_calls %}{"name": "{{ c.function.name }}", "arguments": ' + expr + "}{% endfor %}",
+    )
+
+
+def test_call_arguments_printed_as_python_repr_are_found() -> None:
+    # `| string` on a mapping is Python's repr: {'record_key': '…'}
+    report = analyze_template_text(_with_call_arguments("{{ c.function.arguments | string }}"))
+    found = codes(report)
+    assert "GT208" in found
+    assert "call's arguments" in found["GT208"]["message"]
+    assert f"{{'record_key': '{probes.CANARY_ARG_VALUE}'}}" in found["GT208"]["evidence"]
+    # the same template printing JSON is clean
+    clean = analyze_template_text(_with_call_arguments("{{ c.function.arguments | tojson }}"))
+    assert "GT208" not in codes(clean)
+    assert clean.dialect == "generic-json"
+
+
+def test_tool_schema_printed_as_python_repr_is_found() -> None:
+    text = _PYTHONIC.replace("{{ t | tojson }}", "{{ t.function.name }}: {{ t.function.parameters }}")
+    report = analyze_template_text(text)
+    assert report.tools_in_prompt is True  # the description is there, in the wrong format
+    found = codes(report)
+    assert "GT208" in found and "tool schema" in found["GT208"]["message"]
+    assert "GT208" not in codes(analyze_template_text(_PYTHONIC))

@@ -314,3 +314,28 @@ def test_template_llamacpp_cannot_parse_is_a_failed_stage_not_a_crash(make_gguf:
     assert "Parser Error" in sel.evidence and "llama-server exits at startup" in sel.evidence
     assert [s.status for s in r.stages[1:]] == [SKIP] * 4
     assert [f.code for f in findings_from_result(r)] == ["GT606"]
+
+
+def test_llamacpp_refuses_a_template_that_prints_call_arguments_with_string(make_gguf: Any) -> None:
+    """Why GT208 matters for call arguments: llama.cpp derives its parser by rendering a call with
+    mapping arguments; ``| string`` prints Python's repr there, the derivation fails and llama-server exits.
+    The same template with ``| tojson`` loads and parses its own call."""
+    from gguftpl.templates.analysis import analyze_template_text
+
+    def template(expr: str) -> str:
+        return (
+            "{%- if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n"
+            "{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+            "{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
+            '{"name": "{{ c.function.name }}", "arguments": ' + expr + "}\n</tool_call>{% endfor %}"
+            "{%- else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}"
+            "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+        )
+
+    repr_args = template("{{ c.function.arguments | string }}")
+    assert "GT208" in {f["code"] for f in analyze_template_text(repr_args).details["findings"]}
+    r = verify_file(make_gguf("repr.gguf", templates={"default": repr_args}))
+    assert r.stage(STAGE_SELECTION).status == FAIL and r.template == "rejected"
+    ok = verify_file(make_gguf("json.gguf", templates={"default": template("{{ c.function.arguments | tojson }}")}))
+    assert ok.stage(STAGE_SELECTION).status == PASS
+    assert ok.stage(STAGE_CALL).status == PASS, ok.stage(STAGE_CALL).evidence

@@ -430,6 +430,7 @@ def analyze_template_text(
                     "tools are rendered, but rendering a tool round trip raises",
                 )
             )
+    _python_repr_findings(with_tools, call_text, details, pending)
     if report.dialect != "none":
         shown = details.get("call_text") or ""
         pending.append(
@@ -442,6 +443,29 @@ def analyze_template_text(
         )
     timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
     return report
+
+
+def _python_repr_findings(
+    with_tools: str | None, call_text: str, details: dict[str, Any], pending: list[dict[str, Any]]
+) -> None:
+    """A mapping printed without ``tojson`` shows up as Python's repr: the canary's parameter description
+    (or the call's argument) between single quotes right after its quoted key. Neither string occurs in
+    any template, so finding that exact repr proves the template printed the canary's own data that way."""
+    checks = (
+        (with_tools or "", "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema reaches"),
+        (call_text, probes.CANARY_PARAM_NAME, probes.CANARY_ARG_VALUE, "a tool call's arguments reach"),
+    )
+    for text, key, value, what in checks:
+        needle = f"'{key}': '{value}'"
+        if needle in text:
+            details.setdefault("python_repr", []).append(what.rsplit(" ", 1)[0])
+            pending.append(
+                _pending(
+                    rules.TOOL_DATA_AS_PYTHON_REPR,
+                    f"{what} the prompt as a Python dict ({needle}…), not JSON",
+                    evidence=_around(text, needle, 120),
+                )
+            )
 
 
 def _behavioural_triggers(

@@ -30,7 +30,9 @@ DIALECTS = (
     "granite",
     "glm",
     "kimi",
+    "invoke-xml",
     "generic-json",
+    "pythonic",
     "unknown",
     "none",
 )
@@ -43,6 +45,8 @@ _MARKERS: list[tuple[str, re.Pattern[str]]] = [
     ("gemma4", re.compile(r"<\|tool_call>")),
     ("granite", re.compile(r"<\|tool_call\|>")),
     ("qwen3-coder-xml", re.compile(r"<function=[^>]*>\s*<parameter=")),
+    # <invoke name="f"> (MiniMax, Anthropic-style XML; any namespace prefix such as <ns:invoke …>)
+    ("invoke-xml", re.compile(r"<(?:[\w\-]+:)?invoke\s+name=")),
     ("glm", re.compile(r"<arg_key>|<tool_call>[A-Za-z_][\w.\-]*\s*<arg")),
     ("functionary", re.compile(r">>>[A-Za-z_]|<function=[A-Za-z_][\w.\-]*>\s*\{")),
     ("mistral", re.compile(r"\[TOOL_CALLS\]")),
@@ -182,6 +186,8 @@ def classify(call_text: str, literal_text: str = "") -> tuple[str, str]:
         for name, pattern in _MARKERS:
             if pattern.search(call_text):
                 return name, "rendered"
+        if _pythonic_call(call_text):
+            return "pythonic", "rendered"
         js = _json_call_shape(call_text)
         if js:
             return js, "rendered"
@@ -196,6 +202,20 @@ def classify(call_text: str, literal_text: str = "") -> tuple[str, str]:
     if call_text.strip():
         return "unknown", "rendered"
     return "none", ""
+
+
+# A Python call expression with keyword arguments (or none): ``f(a=1)``, ``f()``
+_PY_CALL = re.compile(r"[A-Za-z_][\w.\-]*\(\s*(?:\)|[A-Za-z_]\w*\s*=)")
+_WRAPPER_PIECE = re.compile(r"<\|[^<>\s]{0,40}?\|>|<｜[^<>]{0,40}?｜>|</?[A-Za-z_][\w:.\-]*>|\[/?[A-Z_]+\]")
+
+
+def _pythonic_call(text: str) -> bool:
+    """The call is written as Python: ``[f(a=1), g()]``, bare or between wrapper markers
+    (``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, ``<function_calls>\nf(a='x')\n</function_calls>``).
+    The call must open the text once markers, whitespace and a list bracket are set aside, so a JSON body
+    that merely contains ``f(a=…)`` in a string is not mistaken for one."""
+    body = _WRAPPER_PIECE.sub(" ", text).strip().lstrip("[").lstrip()
+    return bool(_PY_CALL.match(body))
 
 
 def _json_call_shape(text: str) -> str | None:

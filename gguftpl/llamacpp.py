@@ -1052,10 +1052,14 @@ def compare_engines(
     ``bos_token``/``eos_token`` strings llama.cpp reports, ``date_string`` (today, ``%d %b %Y``) and
     ``enable_thinking`` (llama.cpp's value is not reported: both ``false`` and ``true`` are tried, and the
     one used is named); (2) llama.cpp drops a leading BOS text from the prompt (it adds BOS as a token),
-    so a leading ``bos_token`` is removed from the HF prompt when llama.cpp's does not start with it.
+    so a leading ``bos_token`` is removed from the HF prompt when llama.cpp's does not start with it;
+    (3) when the prompts still differ and the template prints the clock (``strftime_now`` with a format
+    whose text changes within the last minutes, e.g. ``%H:%M:%S``), every text that format gives for an
+    instant of that window is masked in both prompts: the engines rendered at different seconds.
     """
     from gguftpl.templates.hfrender import TemplateRenderError, render_hf
 
+    window_end = time.time()
     if llama_prompt is None:
         llama_prompt = s.apply_template(messages, tools)
     bos, eos = s.bos_token, s.eos_token
@@ -1078,13 +1082,56 @@ def compare_engines(
         if bos and hf.startswith(bos) and not llama_prompt.startswith(bos):
             hf = hf[len(bos) :]
             norm.append("leading bos_token removed from the HF prompt")
-        ag = Agreement(hf == llama_prompt, norm, hf, llama_prompt, first_difference(hf, llama_prompt))
+        lp = llama_prompt
+        if hf != lp:
+            masked = _mask_clock(template_text, [hf, lp], window_end - CLOCK_WINDOW_S, time.time() + 2)
+            if masked is not None:
+                (hf, lp), formats = masked
+                norm.append(f"clock text of strftime_now({', '.join(map(repr, formats))}) masked")
+        ag = Agreement(hf == lp, norm, hf, lp, first_difference(hf, lp))
         if ag.identical:
             return ag
         if best is None or (ag.first_difference or 0) > (best.first_difference or 0):
             best = ag
     assert best is not None
     return best
+
+
+CLOCK_WINDOW_S = 600
+"""How far back ``compare_engines`` looks for the instant llama.cpp rendered a prompt it was handed."""
+
+
+def _mask_clock(template_text: str, prompts: list[str], start: float, end: float) -> tuple[list[str], list[str]] | None:
+    """``prompts`` with every text of a clock-dependent ``strftime_now(FORMAT)`` call of the template (a
+    constant FORMAT whose output changes between ``start`` and ``end``) replaced by ``<strftime_now(FORMAT)>``,
+    and those formats; None when the template prints no such clock text or none of it is in the prompts."""
+    from jinja2 import TemplateSyntaxError
+
+    from gguftpl.templates.static import strftime_formats
+
+    try:
+        formats = strftime_formats(template_text)
+    except (TemplateSyntaxError, RecursionError):  # a template jinja2 cannot parse: nothing to mask
+        return None
+    out = list(prompts)
+    used: list[str] = []
+    for fmt in formats:
+        texts: set[str] = set()
+        t = int(start)
+        while t <= end:
+            texts.add(time.strftime(fmt, time.localtime(t)))
+            t += 1
+        if len(texts) < 2:
+            continue  # a date-only format: both engines print the same text
+        mask = f"<strftime_now({fmt!r})>"
+        hit = False
+        for text in sorted((x for x in texts if x.strip()), key=len, reverse=True):
+            if any(text in p for p in out):
+                hit = True
+                out = [p.replace(text, mask) for p in out]
+        if hit:
+            used.append(fmt)
+    return (out, used) if used else None
 
 
 def _agreement_stage(

@@ -339,3 +339,26 @@ def test_llamacpp_refuses_a_template_that_prints_call_arguments_with_string(make
     ok = verify_file(make_gguf("json.gguf", templates={"default": template("{{ c.function.arguments | tojson }}")}))
     assert ok.stage(STAGE_SELECTION).status == PASS
     assert ok.stage(STAGE_CALL).status == PASS, ok.stage(STAGE_CALL).evidence
+
+
+def test_engine_agreement_masks_the_clock_but_not_other_differences() -> None:
+    """A template that prints the time of day renders differently whenever the two engines render in
+    different seconds; that text is masked, a real difference next to it is not."""
+    import time
+
+    from gguftpl.llamacpp import compare_engines
+
+    clock = "{{ strftime_now('%H:%M:%S') }}|{% for m in messages %}{{ m.content }}{% endfor %}"
+    differs = clock + "|{{ '%s!' | format(messages[0].content) }}"  # llama.cpp prints '%s!' as is
+    msgs = [{"role": "user", "content": "hi"}]
+    with LlamaCppSession(templates={"default": clock}) as s:
+        lp = s.apply_template(msgs)
+        assert lp.endswith("|hi")
+        time.sleep(1.1)  # the HF render is at least one second later
+        ag = compare_engines(s, clock, msgs, None, lp)
+        assert ag.identical, (ag.llama_prompt, ag.hf_prompt)
+        assert any("strftime_now('%H:%M:%S')" in n for n in ag.normalised)
+    with LlamaCppSession(templates={"default": differs}) as s:
+        ag = compare_engines(s, differs, msgs, None)
+        assert not ag.identical
+        assert ag.hf_prompt is not None and ag.hf_prompt.endswith("|hi!")

@@ -419,3 +419,16 @@ def referenced_variables(ast: Any) -> set[str]:
     import jinja2.meta
 
     return set(jinja2.meta.find_undeclared_variables(ast))
+
+
+def strftime_formats(text: str) -> list[str]:
+    """The constant format strings the template passes to ``strftime_now`` (in order, once each)."""
+    from jinja2 import nodes
+
+    out: list[str] = []
+    for node in parse_template(text).find_all(nodes.Call):
+        if isinstance(node.node, nodes.Name) and node.node.name == "strftime_now" and node.args:
+            arg = node.args[0]
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str) and arg.value not in out:
+                out.append(arg.value)
+    return out

@@ -212,6 +212,8 @@ def test_inserted_text_keeps_markers_whole() -> None:
         ("[f(a=1), g()]", "pythonic"),
         ("<function_calls>\nf(city='Oslo')\n</function_calls>", "pythonic"),
         ('<|tool_call_start|>[f(a="x")]<|tool_call_end|>', "pythonic"),
+        ('<|tool_call_start|>\n```python\nf(a="x")\n```\n<|tool_call_end|>', "pythonic"),
+        ('```json\n{"name": "f", "arguments": {}}\n```', "generic-json"),
         # a JSON body whose string merely contains call syntax stays JSON
         ('{"name": "f", "arguments": {"expr": "g(a=1)"}}', "generic-json"),
         ('<x:tool_call>\n<invoke name="f">\n<parameter name="a">1</parameter>\n</invoke>', "invoke-xml"),

@@ -206,15 +206,18 @@ def classify(call_text: str, literal_text: str = "") -> tuple[str, str]:
 
 # A Python call expression with keyword arguments (or none): ``f(a=1)``, ``f()``
 _PY_CALL = re.compile(r"[A-Za-z_][\w.\-]*\(\s*(?:\)|[A-Za-z_]\w*\s*=)")
+_CODE_FENCE = re.compile(r"^```[\w+\-]*[ \t]*\n")
 _WRAPPER_PIECE = re.compile(r"<\|[^<>\s]{0,40}?\|>|<｜[^<>]{0,40}?｜>|</?[A-Za-z_][\w:.\-]*>|\[/?[A-Z_]+\]")
 
 
 def _pythonic_call(text: str) -> bool:
-    """The call is written as Python: ``[f(a=1), g()]``, bare or between wrapper markers
-    (``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, ``<function_calls>\nf(a='x')\n</function_calls>``).
+    r"""The call is written as Python: ``[f(a=1), g()]``, bare or between wrapper markers
+    (``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, ``<function_calls>\nf(a='x')\n</function_calls>``),
+    or in a Markdown code block (``<|tool_call_start|>\n```python\nf(a=1)\n```\n<|tool_call_end|>``).
     The call must open the text once markers, whitespace and a list bracket are set aside, so a JSON body
     that merely contains ``f(a=…)`` in a string is not mistaken for one."""
-    body = _WRAPPER_PIECE.sub(" ", text).strip().lstrip("[").lstrip()
+    body = _WRAPPER_PIECE.sub(" ", text).strip()
+    body = _CODE_FENCE.sub("", body).lstrip("[").lstrip()
     return bool(_PY_CALL.match(body))
 
 

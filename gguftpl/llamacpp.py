@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gguftpl.errors import LlamaCppError, UsageError
+from gguftpl.errors import GGUFTplError, LlamaCppError, UsageError
 
 INSTALL_HINT = "pip install 'gguftpl[llamacpp]'"
 HTTP_TIMEOUT = 300.0
@@ -398,9 +398,40 @@ class CallText:
     parse): with the end-of-call marker the template writes before its end of turn kept, as the template
     writes the call when its turn is the last message, and without the empty reasoning block the template
     writes for a turn that had no reasoning."""
+    call_id: str = ""
+    """Set when the template writes the call's ``id`` where the function name belongs (Kimi K2 Thinking's
+    ``<|tool_call_begin|>{{ tool_call.id }}``): the id the call was rendered with instead, one that carries
+    the name. Empty when the call's own id was used."""
+
+
+_NAMED_IDS = ("functions.{name}:0", "{name}")
+"""Ids that carry the function name, tried when a template writes the id in place of the name:
+``functions.NAME:INDEX`` is the form llama.cpp's parser reads a name out of and gives back as the id."""
 
 
 def call_text_from_template(
+    session: LlamaCppSession,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    call: dict[str, Any],
+) -> CallText:
+    """See :func:`_call_text`. A template may write the call's ``id`` and not its name (the name travels
+    inside ids shaped like ``functions.NAME:0``); then the call is rendered again with such an id, and the
+    one used is kept in ``call_id``."""
+    ct = _call_text(session, messages, tools, call)
+    name = str((call.get("function") or {}).get("name") or "")
+    cid = str(call.get("id") or "")
+    if name and cid and ct.text and name not in ct.text and cid in ct.text:
+        for shape in _NAMED_IDS:
+            named = shape.format(name=name)
+            alt = _call_text(session, messages, tools, {**call, "id": named})
+            if name in alt.text:
+                alt.call_id = named
+                return alt
+    return ct
+
+
+def _call_text(
     session: LlamaCppSession,
     messages: list[Message],
     tools: list[dict[str, Any]],
@@ -708,6 +739,9 @@ def verify_file(
         tools = tools_from_json(list(tools), "<tools>")
     t0 = time.perf_counter()
     if session is None:
+        bombs = _render_bombs(path)
+        if bombs:
+            return _bomb_result(path, bombs, time.perf_counter() - t0, load_weights)
         try:
             s = LlamaCppSession(path, load_weights=load_weights)
             s.start()
@@ -727,6 +761,47 @@ def verify_file(
     result.timings = {**s.timings, "total_s": time.perf_counter() - t0}
     result.load_weights = s.load_weights
     return result
+
+
+def _render_bombs(path: str) -> list[str]:
+    """Templates of ``path`` that transformers' bounded renderer had to stop (time, output size, memory,
+    recursion) on the probe conversation. llama.cpp renders with no such limits, inside this process: such a
+    template would hang verify, eat the memory, or overflow the C stack and kill the process (a self-calling
+    macro, thousands of nested brackets). Rendered with llama.cpp's leniencies so a template that only
+    llama.cpp accepts still gets as far as it would there."""
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.templates import probes
+    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+    from gguftpl.templates.templateset import load_templateset
+
+    try:
+        header = read_header(path)
+    except GGUFTplError:
+        return []  # the session reports an unreadable file in its own words
+    bombs: list[str] = []
+    for name, tpl in load_templateset(header).templates.items():
+        try:
+            render_hf(tpl.text, probes.tools_conversation(), probes.canary_tools(), True, lenient=True)
+        except TemplateRenderError as exc:
+            if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
+                bombs.append(f"{name}: {exc}")
+    return bombs
+
+
+def _bomb_result(path: str, bombs: list[str], seconds: float, load_weights: bool = False) -> VerifyResult:
+    stages = [
+        Stage(
+            STAGE_SELECTION,
+            FAIL,
+            "not run through llama.cpp: transformers' bounded renderer had to stop "
+            + "; ".join(bombs[:3])
+            + ". llama.cpp renders without limits, so this template would hang or crash it",
+            {"template": "render-bomb", "bombs": bombs},
+        )
+    ]
+    for name in CORE_STAGES[1:]:
+        stages.append(Stage(name, SKIP, "not reached: the template is not safe to render in llama.cpp"))
+    return VerifyResult(path, stages, template="render-bomb", timings={"total_s": seconds}, load_weights=load_weights)
 
 
 def _rejected_result(path: str, exc: LlamaCppLoadError, seconds: float, load_weights: bool = False) -> VerifyResult:
@@ -923,7 +998,20 @@ def _call_stage(
     except LlamaCppError as exc:
         return Stage(STAGE_CALL, FAIL, f"llama.cpp cannot render a conversation with a tool call: {exc}"), CallText("")
     data: dict[str, Any] = {"call_text": ct.text, "content_none": ct.content_none}
-    if not ct.text.strip() or fn["name"] not in ct.text:
+    if ct.call_id:
+        data["call_id"] = ct.call_id
+    if ct.text.strip() and fn["name"] not in ct.text:
+        return (
+            Stage(
+                STAGE_CALL,
+                FAIL,
+                f"the template writes the call without the function's name ({ct.text!r}), so a model's call "
+                "cannot say which tool it calls",
+                data,
+            ),
+            ct,
+        )
+    if not ct.text.strip():
         return (
             Stage(
                 STAGE_CALL,
@@ -940,6 +1028,11 @@ def _call_stage(
         if ct.history_text
         else ""
     )
+    if ct.call_id:
+        also += (
+            f" (the template writes the call's id where the name belongs: the name reaches history only when "
+            f"ids carry it, as {ct.call_id!r}; with an id like {call.get('id')!r} it is lost)"
+        )
     if ct.history_text:
         data["history_text"] = ct.history_text
     first = _parse_call(s, msgs, tools, ct.text)
@@ -954,7 +1047,7 @@ def _call_stage(
                     STAGE_CALL,
                     PASS,
                     f"llama.cpp parsed {ct.text.strip()!r} into {fn['name']}({json.dumps(attempt[1])}) (the call "
-                    f"as the template writes it, {ct.text!r}, parses only without its surrounding whitespace)",
+                    f"as the template writes it, {ct.text!r}, parses only without its surrounding whitespace){also}",
                     data,
                 ),
                 ct,
@@ -1215,13 +1308,9 @@ ENGINES = ("hf", "llamacpp")
 
 def load_messages_file(path: str | os.PathLike[str]) -> list[Message]:
     """A conversation file: a list of messages, or an object with a ``messages`` list."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {os.fspath(path)}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{os.fspath(path)}: not JSON: {exc}") from None
+    from gguftpl.safeio import read_json_file
+
+    data = read_json_file(path, what="conversation file")  # FIFOs, huge or deeply nested files: one line
     msgs = data.get("messages") if isinstance(data, dict) else data
     if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
         raise UsageError(f"{os.fspath(path)}: expected a list of messages with a 'role' (or {{'messages': [...]}})")

@@ -362,3 +362,38 @@ def test_engine_agreement_masks_the_clock_but_not_other_differences() -> None:
         ag = compare_engines(s, differs, msgs, None)
         assert not ag.identical
         assert ag.hf_prompt is not None and ag.hf_prompt.endswith("|hi!")
+
+
+# A Kimi-style call section that writes the call's id where the function name belongs.
+_ID_FOR_NAME = (
+    "{%- if tools %}<|im_system|>tools<|im_middle|>{{ tools | tojson }}<|im_end|>{% endif %}"
+    "{%- for m in messages %}<|im_{{ m.role }}|>{{ m.role }}<|im_middle|>{{ m.content or '' }}"
+    "{%- if m.tool_calls %}<|tool_calls_section_begin|>{% for c in m.tool_calls %}<|tool_call_begin|>{{ c.id }}"
+    "<|tool_call_argument_begin|>{{ c.function.arguments | tojson }}<|tool_call_end|>{% endfor %}"
+    "<|tool_calls_section_end|>{% endif %}<|im_end|>{% endfor %}"
+    "{%- if add_generation_prompt %}<|im_assistant|>assistant<|im_middle|>{% endif %}"
+)
+
+
+def test_call_written_by_id_is_rendered_with_an_id_that_carries_the_name() -> None:
+    from gguftpl.llamacpp import verify_session
+
+    with LlamaCppSession(templates={"default": _ID_FOR_NAME}) as s:
+        r = verify_session(s)
+    st = r.stage(STAGE_CALL)
+    assert st.status == PASS, st.evidence
+    assert st.data["call_id"] == f"functions.{probes.CANARY_TOOL_NAME}:0"
+    assert "id where the name belongs" in st.evidence
+    assert probes.CANARY_CALL_ID in st.evidence  # the id that loses the name is named
+
+
+def test_call_without_name_or_id_is_not_reported_as_no_text() -> None:
+    from gguftpl.llamacpp import verify_session
+
+    nameless = _ID_FOR_NAME.replace("{{ c.id }}", "call")
+    with LlamaCppSession(templates={"default": nameless}) as s:
+        r = verify_session(s)
+    st = r.stage(STAGE_CALL)
+    assert st.status == FAIL
+    assert "without the function's name" in st.evidence and probes.CANARY_ARG_VALUE in st.evidence
+    assert "call_id" not in st.data

@@ -279,8 +279,9 @@ TOOL_DATA_AS_PYTHON_REPR = register(
         Severity.WARNING,
         "The template prints tool schemas or call arguments as a Python dict (`{'key': 'value'}`), not JSON.",
         why="Printing a mapping with `{{ x }}` or `| string` gives Python's repr: single quotes, `True`, "
-        "`None`. Tool-calling models are trained on JSON and see another format in the prompt; for call arguments, "
-        "llama.cpp cannot derive a parser from such a template and refuses to load it.",
+        "`None`. For call arguments llama.cpp cannot derive a parser from such a template and refuses to load "
+        "it, and the history shows the model calls in a format it does not write (warning). A schema in repr "
+        "is reported as information: it is right only if the model was trained on that form.",
         example="`{{ '\"arguments\": ' + function.arguments | string }}` with arguments passed as a mapping "
         "(transformers' convention).",
         fix="Print mappings with `| tojson` (arguments that may be a string: "
@@ -510,5 +511,19 @@ LLAMACPP_TEMPLATE_REJECTED = register(
         example="A template using a construct llama.cpp's Jinja engine does not support, or a syntax error.",
         fix="Replace the template with one llama.cpp parses (upstream's current one): `gguftpl patch FILE "
         "--from-hub REPO -o FIXED.gguf`; check with `gguftpl verify FIXED.gguf`.",
+    )
+)
+LLAMACPP_RENDER_BOMB = register(
+    Rule(
+        "GT607",
+        "llamacpp-render-bomb",
+        Severity.ERROR,
+        "A chat template exhausts time, output size, memory or recursion when rendered; llama.cpp would hang "
+        "or crash on it, so it was not run there.",
+        why="llama.cpp renders templates without time, size or recursion limits: such a template stalls every "
+        "request, fills memory, or overflows the stack and kills llama-server (a self-calling macro, thousands "
+        "of nested brackets).",
+        example="`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`, or a loop that prints gigabytes.",
+        fix="Replace the template with a working upstream one: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
     )
 )

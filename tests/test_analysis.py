@@ -520,6 +520,7 @@ def test_call_arguments_printed_as_python_repr_are_found() -> None:
     found = codes(report)
     assert "GT208" in found
     assert "call's arguments" in found["GT208"]["message"]
+    assert "severity" not in found["GT208"]  # the rule's own: warning
     assert f"{{'record_key': '{probes.CANARY_ARG_VALUE}'}}" in found["GT208"]["evidence"]
     # the same template printing JSON is clean
     clean = analyze_template_text(_with_call_arguments("{{ c.function.arguments | tojson }}"))
@@ -533,4 +534,5 @@ def test_tool_schema_printed_as_python_repr_is_found() -> None:
     assert report.tools_in_prompt is True  # the description is there, in the wrong format
     found = codes(report)
     assert "GT208" in found and "tool schema" in found["GT208"]["message"]
+    assert found["GT208"]["severity"] == "info"  # maybe the form the model was trained on
     assert "GT208" not in codes(analyze_template_text(_PYTHONIC))

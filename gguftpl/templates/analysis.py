@@ -451,11 +451,13 @@ def _python_repr_findings(
     """A mapping printed without ``tojson`` shows up as Python's repr: the canary's parameter description
     (or the call's argument) between single quotes right after its quoted key. Neither string occurs in
     any template, so finding that exact repr proves the template printed the canary's own data that way."""
+    # A schema in repr may be what the model was trained on (Apriel's upstream template prints tools with
+    # `| string`): information. Call arguments in repr also break llama.cpp, which refuses the template.
     checks = (
-        (with_tools or "", "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema reaches"),
-        (call_text, probes.CANARY_PARAM_NAME, probes.CANARY_ARG_VALUE, "a tool call's arguments reach"),
+        (with_tools or "", "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema reaches", Severity.INFO),
+        (call_text, probes.CANARY_PARAM_NAME, probes.CANARY_ARG_VALUE, "a tool call's arguments reach", None),
     )
-    for text, key, value, what in checks:
+    for text, key, value, what, severity in checks:
         needle = f"'{key}': '{value}'"
         if needle in text:
             details.setdefault("python_repr", []).append(what.rsplit(" ", 1)[0])
@@ -464,6 +466,7 @@ def _python_repr_findings(
                     rules.TOOL_DATA_AS_PYTHON_REPR,
                     f"{what} the prompt as a Python dict ({needle}…), not JSON",
                     evidence=_around(text, needle, 120),
+                    severity=severity,
                 )
             )
 

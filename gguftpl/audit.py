@@ -411,9 +411,13 @@ def audit_header(
 
 
 def _first_bytes(path: str | os.PathLike[str], n: int = 16) -> str:
+    from gguftpl.safeio import open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # never blocks on a FIFO
             head = fh.read(n)
+    except GGUFTplError as exc:
+        return str(exc)
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
     return f"first {len(head)} bytes: {head.hex(' ')}" if head else "empty file"

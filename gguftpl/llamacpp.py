@@ -763,12 +763,14 @@ def verify_file(
     return result
 
 
-def _render_bombs(path: str) -> list[str]:
+def _render_bombs(
+    path: str, messages: list[Message] | None = None, tools: list[dict[str, Any]] | None = None
+) -> list[str]:
     """Templates of ``path`` that transformers' bounded renderer had to stop (time, output size, memory,
-    recursion) on the probe conversation. llama.cpp renders with no such limits, inside this process: such a
-    template would hang verify, eat the memory, or overflow the C stack and kill the process (a self-calling
-    macro, thousands of nested brackets). Rendered with llama.cpp's leniencies so a template that only
-    llama.cpp accepts still gets as far as it would there."""
+    recursion) on ``messages``/``tools`` (default: the probe conversation). llama.cpp renders with no such
+    limits, inside this process: such a template would hang, eat the memory, or overflow the C stack and
+    kill the process (a self-calling macro, thousands of nested brackets). Rendered with llama.cpp's
+    leniencies so a template that only llama.cpp accepts still gets as far as it would there."""
     from gguftpl.gguf.reader import read_header
     from gguftpl.templates import probes
     from gguftpl.templates.hfrender import TemplateRenderError, render_hf
@@ -778,10 +780,12 @@ def _render_bombs(path: str) -> list[str]:
         header = read_header(path)
     except GGUFTplError:
         return []  # the session reports an unreadable file in its own words
+    msgs = messages if messages is not None else probes.tools_conversation()
+    tl = tools if tools is not None else probes.canary_tools()
     bombs: list[str] = []
     for name, tpl in load_templateset(header).templates.items():
         try:
-            render_hf(tpl.text, probes.tools_conversation(), probes.canary_tools(), True, lenient=True)
+            render_hf(tpl.text, msgs, tl or None, True, lenient=True)
         except TemplateRenderError as exc:
             if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
                 bombs.append(f"{name}: {exc}")
@@ -1430,6 +1434,14 @@ def render_prompt(
         used = name
     else:
         override = texts[name] if template is not None and name is not None else None
+        bombs = _render_bombs(path, msgs, tl)
+        if bombs:
+            from gguftpl.errors import TemplateError
+
+            raise TemplateError(
+                "not rendered in llama.cpp, which has no time, size or recursion limits: transformers' bounded "
+                "renderer had to stop " + "; ".join(bombs[:3])
+            )
         with LlamaCppSession(path, load_weights=load_weights, chat_template=override) as s:
             prompt = s.apply_template(msgs, tl or None, add_generation_prompt=add_generation_prompt)
             used, _ = s.template_for(tl)
@@ -1505,7 +1517,9 @@ def findings_from_result(result: VerifyResult, label: str | None = None, upstrea
         rule = getattr(rules, _STAGE_RULES[st.name])
         if st.name == STAGE_SELECTION and result.template == "rejected":
             rule = rules.LLAMACPP_TEMPLATE_REJECTED
-        tname = result.template if result.template not in (None, "fallback", "rejected") else None
+        if st.name == STAGE_SELECTION and result.template == "render-bomb":
+            rule = rules.LLAMACPP_RENDER_BOMB
+        tname = result.template if result.template not in (None, "fallback", "rejected", "render-bomb") else None
         loc = Location(file=label, key=template_key(tname) if tname else None)
         fix = (
             f"gguftpl patch {shlex.quote(label)} --from-hub {upstream_repo or 'REPO'} -o FIXED.gguf"

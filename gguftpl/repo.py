@@ -807,6 +807,14 @@ def audit_hub_repo(
     return result
 
 
+def _size_or_none(path: str) -> int | None:
+    # a dangling or looping symlink is reported when its header is read (GT001), not a crash of the listing
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
 def audit_local_dir(
     path: str | os.PathLike[str],
     *,
@@ -838,7 +846,7 @@ def audit_local_dir(
         for f in fnames:
             if f.lower().endswith(GGUF_SUFFIX):
                 full = os.path.join(root, f)
-                names.append((os.path.relpath(full, folder).replace(os.sep, "/"), os.path.getsize(full)))
+                names.append((os.path.relpath(full, folder).replace(os.sep, "/"), _size_or_none(full)))
 
     def label_of(name: str) -> str:
         return os.path.join(folder, *name.split("/"))

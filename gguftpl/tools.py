@@ -15,7 +15,6 @@ Accepted tool files (detected from the content, never from the file name):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,26 +64,19 @@ def openai_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
 
 def load_tools_file(path: str | Path) -> list[ToolSpec]:
     """Read a tools file in any accepted shape; raise :class:`ToolSourceError` with one line otherwise."""
+    from gguftpl.safeio import read_json_file
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ToolSourceError(f"tools file not found: {p}") from None
-    except IsADirectoryError:
-        raise ToolSourceError(f"tools file is a directory: {p}") from None
-    except UnicodeDecodeError as exc:
-        raise ToolSourceError(f"tools file {p} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ToolSourceError(
-            f"tools file {p} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    # a FIFO, a device, a 10 GB file, JSON nested past the parser's recursion or lone surrogates: one line each
+    data = read_json_file(p, what="tools file", error=ToolSourceError)
     return tools_from_json(data, source=str(p))
 
 
 def tools_from_json(data: Any, source: str = "<tools>") -> list[ToolSpec]:
     """Turn decoded JSON of any accepted shape into tools; the shape is detected from the content."""
+    from gguftpl.safeio import check_encodable
+
+    check_encodable(data, what=source, error=ToolSourceError)  # MCP results too, not only files
     items = _tool_items(data, source)
     if not items:
         raise ToolSourceError(f"{source}: the tool list is empty")
@@ -327,11 +319,9 @@ def open_tool_sources(
 def parse_arguments_json(text: str) -> dict[str, Any]:
     """``--args JSON``: a JSON object, or a one-line error."""
     from gguftpl.errors import UsageError
+    from gguftpl.safeio import loads_json
 
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--args is not JSON: {exc.msg} at column {exc.colno}") from None
+    value = loads_json(text, what="--args", error=UsageError)
     if not isinstance(value, dict):
         raise UsageError(f"--args must be a JSON object, got a JSON {_json_kind(value)}")
     return value

@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 from gguftpl.errors import GGUFFormatError
+from gguftpl.safeio import open_regular
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -165,10 +166,8 @@ class LocalSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = os.fspath(path)
-        try:
-            self._fh = open(self.name, "rb")
-        except OSError as exc:
-            raise GGUFFormatError(f"cannot open {self.name}: {exc.strerror or exc}") from exc
+        # a FIFO or device named as the model must fail at once, not block open() or map nothing
+        self._fh = open_regular(self.name, what="GGUF file", error=GGUFFormatError)
         try:
             self.size: int | None = os.fstat(self._fh.fileno()).st_size
             if self.size == 0:

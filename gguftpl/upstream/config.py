@@ -14,7 +14,6 @@ Names are sanitised the way ``GGUFWriter.add_chat_template`` does (``[A-Za-z0-9_
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,10 +130,14 @@ class UpstreamConfig:
 
 
 def _json_file(raw: bytes, name: str) -> Any:
+    from gguftpl.safeio import loads_json
+
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise HubError(f"{name} is not valid JSON: {exc}") from None
+    # deep nesting, huge ints and lone surrogates are one-line errors too
+    return loads_json(text, what=name, error=HubError, invalid="is not valid JSON")
 
 
 def _token_text(entry: Any) -> str | None:

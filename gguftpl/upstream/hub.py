@@ -282,10 +282,14 @@ def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
         )
     if not p.is_file():
         raise HubError(f"--upstream {path}: no such file or folder")
+    from gguftpl.safeio import loads_json, read_bytes_bounded
+
+    raw = read_bytes_bounded(p, what="--upstream file", error=HubError)
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HubError(f"--upstream {path}: not valid JSON ({exc})") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HubError(f"--upstream {path}: not UTF-8 text (byte {exc.start})") from None
+    obj = loads_json(text, what=f"--upstream {path}", error=HubError, invalid="is not valid JSON")
     if not isinstance(obj, dict):
         raise HubError(f"--upstream {path}: expected a JSON object")
     files: dict[str, bytes] = {}
@@ -295,9 +299,9 @@ def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
         for name, content in obj["files"].items():
             files[name] = (content if isinstance(content, str) else json.dumps(content)).encode("utf-8")
     elif p.name == "chat_template.json":
-        files["chat_template.json"] = p.read_bytes()
+        files["chat_template.json"] = raw
     else:
-        files["tokenizer_config.json"] = p.read_bytes()
+        files["tokenizer_config.json"] = raw
     templates, sources, original, special, warnings = parse_upstream_files(files.get, sorted(files))
     return UpstreamConfig(
         repo_id=repo_id if isinstance(repo_id, str) else None,

@@ -1,0 +1,133 @@
+"""Opening user-named input files without hanging or exhausting memory.
+
+A FIFO named as an input blocks ``open()`` until some writer appears, and ``/dev/zero`` or a 10 GB "JSON"
+file makes ``read()`` allocate without bound. Every input file gguftpl reads goes through here: it is
+opened non-blocking, must be a regular file, and small text inputs (tools, conversations, upstream
+configs) are read only up to a bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import IO, Any
+
+from gguftpl.errors import GGUFTplError, UsageError
+
+MAX_TEXT_INPUT = 64 * 1024 * 1024
+"""Largest tools / conversation / template / config file read (64 MiB: real ones are kilobytes)."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+def open_regular(
+    path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError
+) -> IO[bytes]:
+    """Open ``path`` for binary reading; raise ``error`` (one line) unless it is a regular file we can read.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once instead of waiting for a writer; it does not change
+    how a regular file reads."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise error(f"{what} not found: {name}") from None
+    except OSError as exc:
+        raise error(f"cannot open {what} {name}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{what} {name} is {_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes_bounded(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "file",
+    error: type[GGUFTplError] = UsageError,
+    limit: int = MAX_TEXT_INPUT,
+) -> bytes:
+    """The bytes of a regular file no larger than ``limit``; ``error`` otherwise."""
+    name = os.fspath(path)
+    with open_regular(name, what=what, error=error) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{what} {name} is larger than {limit // (1024 * 1024)} MiB; refusing to read it")
+    return data
+
+
+def read_text_bounded(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "file",
+    error: type[GGUFTplError] = UsageError,
+    limit: int = MAX_TEXT_INPUT,
+) -> str:
+    """UTF-8 text of a regular file no larger than ``limit``; ``error`` (one line) otherwise."""
+    data = read_bytes_bounded(path, what=what, error=error, limit=limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {os.fspath(path)} is not UTF-8 text (byte {exc.start})") from None
+
+
+def loads_json(text: str, *, what: str, error: type[GGUFTplError] = UsageError, invalid: str = "is not JSON") -> Any:
+    """``json.loads`` whose every failure is ``error`` with one line: syntax, nesting too deep for the
+    parser (``RecursionError``), integers past Python's digit limit, and unpaired surrogates (``"\\ud800"``),
+    which decode fine but can never be encoded again as UTF-8 for a template renderer or llama.cpp."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} {invalid}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise error(f"{what} is nested too deeply to parse") from None
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise error(f"{what} is not usable JSON: {exc}") from None
+    check_encodable(value, what=what, error=error)
+    return value
+
+
+def check_encodable(value: Any, *, what: str, error: type[GGUFTplError] = UsageError) -> None:
+    """Raise ``error`` if decoded JSON holds a string that is not valid Unicode (a lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
+        raise error(f"{what} holds an unpaired surrogate ({bad}), which is not valid Unicode") from None
+    except RecursionError:
+        raise error(f"{what} is nested too deeply") from None
+    except ValueError as exc:  # circular structures cannot come from JSON; NaN is allowed by dumps
+        raise error(f"{what} is not usable JSON: {exc}") from None
+
+
+def read_json_file(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "file",
+    error: type[GGUFTplError] = UsageError,
+    limit: int = MAX_TEXT_INPUT,
+) -> Any:
+    """Decoded JSON of a regular, bounded, UTF-8 file; every failure is ``error`` with one line."""
+    text = read_text_bounded(path, what=what, error=error, limit=limit)
+    return loads_json(text, what=f"{what} {os.fspath(path)}", error=error)

@@ -207,6 +207,8 @@ def test_inserted_text_keeps_markers_whole() -> None:
         ('[TOOL_CALLS][{"name": "f", "arguments": {}}]', "mistral"),
         ("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>", "qwen3-coder-xml"),
         ("<|tool_call>call:f{a:1}<tool_call|>", "gemma4"),
+        ('<|tool_call|>[{"name": "f", "arguments": {}}]', "granite"),
+        ('<|tool_call|>{"name": "f", "arguments": {}}<|/tool_call|>', "phi4-mini"),
         ('{"name": "f", "arguments": {}}', "generic-json"),
         # Python call syntax, bare, in a list, or between wrapper markers
         ("[f(a=1), g()]", "pythonic"),

@@ -28,6 +28,7 @@ DIALECTS = (
     "functionary",
     "gpt-oss",
     "granite",
+    "phi4-mini",
     "glm",
     "kimi",
     "invoke-xml",
@@ -43,6 +44,8 @@ _MARKERS: list[tuple[str, re.Pattern[str]]] = [
     ("kimi", re.compile(r"<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>")),
     ("gpt-oss", re.compile(r"to=functions\.|<\|channel\|>commentary")),
     ("gemma4", re.compile(r"<\|tool_call>")),
+    # Phi-4-mini closes each call (<|tool_call|>{…}<|/tool_call|>); Granite writes <|tool_call|>[…] unclosed
+    ("phi4-mini", re.compile(r"<\|tool_call\|>[\s\S]*?<\|/tool_call\|>")),
     ("granite", re.compile(r"<\|tool_call\|>")),
     ("qwen3-coder-xml", re.compile(r"<function=[^>]*>\s*<parameter=")),
     # <invoke name="f"> (MiniMax, Anthropic-style XML; any namespace prefix such as <ns:invoke …>)

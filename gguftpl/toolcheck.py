@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gguftpl.errors import GGUFTplError
+from gguftpl.errors import GGUFTplError, ToolSourceError
 from gguftpl.tools import ToolSpec, openai_tools
 
 Message = dict[str, Any]
@@ -23,6 +23,10 @@ Message = dict[str, Any]
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 
 DEFAULT_MAX_TOOL_SHARE = 0.5
+MAX_SCHEMA_ITEMS = 10_000
+"""Most property items one tool's schema may expand to (through $refs) before it is refused."""
+_EXAMPLE_BUDGET = 10_000  # schema nodes example_arguments visits at most
+_EXAMPLE_MAX_LEN = 1_000  # longest example string/array built from minLength/minItems
 
 STAGE_TOOLS = "tools listed"
 STAGE_SCHEMA = "schema in prompt"
@@ -109,7 +113,12 @@ def schema_items(tool: ToolSpec) -> list[SchemaItem]:
         items.append(SchemaItem("description", "", tool.description))
     defs = _defs(tool.parameters)
     seen: set[int] = set()
-    for path, name, sub in _walk_properties(tool.parameters, "", defs, seen):
+    for path, name, sub in _walk_properties(tool.parameters, "", defs, seen, frozenset()):
+        if len(items) >= MAX_SCHEMA_ITEMS:
+            # $refs can describe a tree exponentially larger than the file: refuse it in one line
+            raise ToolSourceError(
+                f"tool {tool.name!r}: its parameter schema expands to more than {MAX_SCHEMA_ITEMS} properties"
+            )
         items.append(SchemaItem("property", path, name))
         desc = sub.get("description")
         if isinstance(desc, str) and desc.strip():
@@ -135,27 +144,40 @@ def _resolve(node: Any, defs: Mapping[str, Any]) -> Any:
     return node
 
 
+def _expanding(node: Any, defs: Mapping[str, Any], expanding: frozenset[str]) -> frozenset[str] | None:
+    """``expanding`` plus the $ref ``node`` points to, or None when that $ref is already being expanded on
+    this path (a recursive schema: a tree node whose children are tree nodes)."""
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if not isinstance(ref, str) or ref not in defs:
+        return expanding
+    return None if ref in expanding else expanding | {ref}
+
+
 def _walk_properties(
-    node: Any, prefix: str, defs: Mapping[str, Any], seen: set[int]
+    node: Any, prefix: str, defs: Mapping[str, Any], seen: set[int], expanding: frozenset[str]
 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    refs = _expanding(node, defs, expanding)
+    if refs is None:
+        return
     node = _resolve(node, defs)
     if not isinstance(node, dict) or id(node) in seen:
         return
     seen.add(id(node))
     props = node.get("properties")
     if isinstance(props, dict):
-        for name, sub in props.items():
-            sub = _resolve(sub, defs)
+        for name, raw in props.items():
+            sub = _resolve(raw, defs)
             path = f"{prefix}.{name}" if prefix else str(name)
             yield path, str(name), sub if isinstance(sub, dict) else {}
-            yield from _walk_properties(sub, path, defs, seen)
+            yield from _walk_properties(raw, path, defs, seen, refs)
     for key in ("items", "additionalProperties", "not"):
         if isinstance(node.get(key), dict):
-            yield from _walk_properties(node[key], f"{prefix}.{key}" if prefix else key, defs, seen)
+            yield from _walk_properties(node[key], f"{prefix}.{key}" if prefix else key, defs, seen, refs)
     for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
         if isinstance(node.get(key), list):
             for i, sub in enumerate(node[key]):
-                yield from _walk_properties(sub, f"{prefix}.{key}[{i}]" if prefix else f"{key}[{i}]", defs, seen)
+                where = f"{prefix}.{key}[{i}]" if prefix else f"{key}[{i}]"
+                yield from _walk_properties(sub, where, defs, seen, refs)
 
 
 def text_variants(text: str) -> list[str]:
@@ -423,11 +445,28 @@ def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
     type (string "example" or its enum's first value or a format-shaped string, integer its minimum or 0…).
     """
     defs = _defs(schema)
-    value = _example(schema, defs, 0)
+    budget = [_EXAMPLE_BUDGET]  # a hostile schema (recursive $refs, huge minItems) stays cheap
+    value = _example(schema, defs, 0, frozenset(), budget)
     return value if isinstance(value, dict) else {}
 
 
-def _example(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
+def _num(v: Any) -> int | float | None:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _count(v: Any, default: int = 0) -> int:
+    """A schema length bound as a small int (NaN, infinities, strings and negatives give ``default``/0)."""
+    n = _num(v)
+    if n is None or n != n or n in (float("inf"), float("-inf")):
+        return default
+    return max(0, min(int(n), _EXAMPLE_MAX_LEN))
+
+
+def _example(node: Any, defs: Mapping[str, Any], depth: int, expanding: frozenset[str], budget: list[int]) -> Any:
+    refs = _expanding(node, defs, expanding)
+    budget[0] -= 1
+    if refs is None or budget[0] < 0:
+        return None
     node = _resolve(node, defs)
     if not isinstance(node, dict) or depth > 20:
         return None
@@ -443,7 +482,7 @@ def _example(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
         if isinstance(node.get(key), list) and node[key]:
             branches = [_resolve(b, defs) for b in node[key]]
             pick = next((b for b in branches if isinstance(b, dict) and b.get("type") != "null"), branches[0])
-            return _example(pick, defs, depth + 1)
+            return _example(pick, defs, depth + 1, refs, budget)
     if isinstance(node.get("allOf"), list):
         merged: dict[str, Any] = {}
         for b in node["allOf"]:
@@ -457,7 +496,7 @@ def _example(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
                     else:
                         merged.setdefault(k, v)
         rest = {k: v for k, v in node.items() if k != "allOf"}
-        return _example({**merged, **rest}, defs, depth + 1)
+        return _example({**merged, **rest}, defs, depth + 1, refs, budget)
     t = node.get("type")
     if isinstance(t, list):
         t = next((x for x in t if x != "null"), "null")
@@ -465,27 +504,29 @@ def _example(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
         t = "object" if "properties" in node else "string"
     if t == "object":
         props: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
-        req = [r for r in node.get("required", []) if isinstance(r, str)]
-        return {r: _example(props.get(r, {}), defs, depth + 1) for r in req}
+        req_raw = node.get("required")
+        req = [r for r in req_raw if isinstance(r, str)] if isinstance(req_raw, list) else []
+        return {r: _example(props.get(r, {}), defs, depth + 1, refs, budget) for r in req}
     if t == "array":
-        n = int(node.get("minItems", 0) or 0)
-        n = max(n, 1)
-        if "maxItems" in node:
-            n = min(n, int(node["maxItems"]))
-        item = _example(node.get("items", {"type": "string"}), defs, depth + 1)
+        n = max(_count(node.get("minItems")), 1)
+        n = min(n, _count(node.get("maxItems"), default=n))
+        item = _example(node.get("items", {"type": "string"}), defs, depth + 1, refs, budget)
         if node.get("uniqueItems") and n > 1 and isinstance(item, (int, float)) and not isinstance(item, bool):
             return [item + i for i in range(n)]
         return [item] * n
     if t in ("integer", "number"):
-        lo = node.get("minimum")
-        if lo is None and node.get("exclusiveMinimum") is not None and not isinstance(node["exclusiveMinimum"], bool):
+        lo = _num(node.get("minimum"))
+        if lo is None and _num(node.get("exclusiveMinimum")) is not None:
             lo = node["exclusiveMinimum"] + 1
-        hi = node.get("maximum")
+        hi = _num(node.get("maximum"))
         v = lo if lo is not None else 0
         if hi is not None and v > hi:
             v = hi
-        if node.get("multipleOf") and v % node["multipleOf"]:
-            v = v - v % node["multipleOf"] + node["multipleOf"]
+        step = _num(node.get("multipleOf"))
+        if step and v % step:
+            v = v - v % step + step
+        if v != v or v in (float("inf"), float("-inf")):  # NaN or infinite bounds: no number satisfies them
+            v = 0
         return int(v) if t == "integer" else v
     if t == "boolean":
         return True
@@ -493,11 +534,11 @@ def _example(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
         return None
     # string
     s = _FORMAT_EXAMPLES.get(str(node.get("format")), "example")
-    lo_len = int(node.get("minLength", 0) or 0)
+    lo_len = _count(node.get("minLength"))
     if len(s) < lo_len:
         s = (s * (lo_len // len(s) + 1))[:lo_len]
-    if node.get("maxLength") is not None:
-        s = s[: int(node["maxLength"])]
+    if _num(node.get("maxLength")) is not None:
+        s = s[: _count(node.get("maxLength"), default=len(s))]
     return s
 
 

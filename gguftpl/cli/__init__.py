@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -47,9 +47,21 @@ class LazyGroup(click.Group):
         cmd: click.Command = module.command
         return cmd
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:  # a bad option before the command name
+            _usage_error(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.ClickException as exc:  # click's own usage errors: one line too, not usage + blank + Error
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            _usage_error(exc)
         except GGUFTplError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -63,12 +75,22 @@ class LazyGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            click.echo(f"gguftpl: error: {exc.strerror or exc}{where}", err=True)
+            click.echo(f"gguftpl: error: {one_line(str(exc.strerror or exc))}{where}", err=True)
             ctx.exit(EXIT_ERROR)
 
 
 def one_line(text: str) -> str:
     return " ".join(text.split()) or "unknown error"
+
+
+def _usage_error(exc: click.ClickException) -> NoReturn:
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        raise exc  # `gguftpl` alone prints the help, as click does
+    hint = ""
+    if isinstance(exc, click.UsageError) and exc.ctx is not None:
+        hint = f" (see '{exc.ctx.command_path} --help')"
+    click.echo(f"gguftpl: error: {one_line(exc.format_message())}{hint}", err=True)
+    raise click.exceptions.Exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -66,8 +66,24 @@ def tool_version() -> str:
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` via a temp file in the same folder, fsync and rename: a reader sees the old
     report or the new one, never half of one."""
+    import stat
+
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # /dev/null, /dev/stdout, a FIFO: write into it; renaming over it would replace the device node
+        _write_special(path, text)
+        return
+    if st is not None:
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"GGUF":  # `audit model.gguf -o model.gguf` must not destroy the model
+                raise UsageError(f"refusing to overwrite {path} with a report: it is a GGUF file")
+    if not os.path.isdir(folder):
+        raise UsageError(f"output folder does not exist: {folder}")
     fd, tmp = tempfile.mkstemp(prefix=".gguftpl-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
@@ -81,3 +97,14 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _write_special(path: str, text: str) -> None:
+    # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking the audit for ever
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)

@@ -34,6 +34,23 @@ AUDIT_FAILED = register(
     )
 )
 
+METADATA_WRONG_TYPE = register(
+    Rule(
+        "GT003",
+        "metadata-wrong-type",
+        Severity.ERROR,
+        "A metadata key that llama.cpp or the chat runtimes read holds a value of the wrong GGUF type.",
+        why=(
+            "llama.cpp checks key types strictly and refuses the whole file ('key tokenizer.ggml.eos_token_id "
+            "has wrong type i32 but expected type u32'); a chat template that is not a string is ignored and "
+            "the runtime falls back to ChatML, dropping tools."
+        ),
+        example="`tokenizer.ggml.eos_token_id` written as INT32 -1, `llama.context_length` as UINT64, "
+        "`tokenizer.chat_template` as a number.",
+        fix="Re-convert the file with a current converter, or rewrite the key with the expected type.",
+    )
+)
+
 
 # GT55x: consistency across the quants of one repo or output folder (gguftpl/repo.py)
 REPO_TEMPLATE_MISSING = register(

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gguftpl.gguf.reader import GGUFHeader, LazyArray
+from gguftpl.gguf.reader import GGUFHeader, LazyArray, ValueType
 
 DEFAULT_KEY = "tokenizer.chat_template"
 NAMED_PREFIX = DEFAULT_KEY + "."
@@ -125,7 +125,8 @@ class TemplateSet:
 
     def tokens(self) -> list[str]:
         if self._tokens is None:
-            raw = self._header.get("tokenizer.ggml.tokens") if self._header is not None else None
+            kv = _string_array(self._header, "tokenizer.ggml.tokens") if self._header is not None else None
+            raw = kv.decoded() if kv is not None else None
             # the decoded list is cached by the lazy array; share it rather than copy 262k strings
             self._tokens = raw if isinstance(raw, list) else []
         return self._tokens
@@ -146,8 +147,8 @@ class TemplateSet:
     def token_type(self, token_id: int) -> int | None:
         if self._types is None:
             kv = self._header.kv.get("tokenizer.ggml.token_type") if self._header is not None else None
-            if kv is None:
-                self._types = []
+            if kv is None or kv.type != ValueType.ARRAY or kv.elem_type not in _INT_TYPES:
+                self._types = []  # absent or wrongly typed (GT003): no token types
             elif isinstance(kv.value, LazyArray):
                 self._types = kv.value.decode()
             else:
@@ -185,7 +186,7 @@ def load_templateset(header: GGUFHeader) -> TemplateSet:
     arch = header.get("general.architecture")
     arch = arch if isinstance(arch, str) else None
     ctx = header.get(f"{arch}.context_length") if arch else None
-    tok_kv = header.kv.get("tokenizer.ggml.tokens")
+    tok_kv = _string_array(header, "tokenizer.ggml.tokens")
     vocab_size = len(tok_kv.value) if tok_kv is not None and hasattr(tok_kv.value, "__len__") else None
     tmodel = header.get("tokenizer.ggml.model")
 
@@ -212,6 +213,24 @@ def load_templateset(header: GGUFHeader) -> TemplateSet:
         ttype = ts.token_type(v) if ts.has_vocab else None
         ts.special_tokens[role] = SpecialToken(role, v, text, ttype, TOKEN_TYPES.get(ttype) if ttype else None)
     return ts
+
+
+_INT_TYPES = (
+    ValueType.INT8,
+    ValueType.UINT8,
+    ValueType.INT16,
+    ValueType.UINT16,
+    ValueType.INT32,
+    ValueType.UINT32,
+    ValueType.INT64,
+    ValueType.UINT64,
+)
+
+
+def _string_array(header: GGUFHeader, key: str) -> Any:
+    """The KV of ``key`` when it is an array of strings; a wrongly typed one (GT003) is no vocabulary."""
+    kv = header.kv.get(key)
+    return kv if kv is not None and kv.type == ValueType.ARRAY and kv.elem_type == ValueType.STRING else None
 
 
 def _bool_or_none(v: Any) -> bool | None:

@@ -92,12 +92,22 @@ def read_text_bounded(
         raise error(f"{what} {os.fspath(path)} is not UTF-8 text (byte {exc.start})") from None
 
 
+class _NotJSONConstantError(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJSONConstantError(name)
+
+
 def loads_json(text: str, *, what: str, error: type[GGUFTplError] = UsageError, invalid: str = "is not JSON") -> Any:
     """``json.loads`` whose every failure is ``error`` with one line: syntax, nesting too deep for the
     parser (``RecursionError``), integers past Python's digit limit, and unpaired surrogates (``"\\ud800"``),
     which decode fine but can never be encoded again as UTF-8 for a template renderer or llama.cpp."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
+    except _NotJSONConstantError as exc:  # Python accepts NaN/Infinity; llama.cpp and JSON Schema do not
+        raise error(f"{what} holds {exc.args[0]}, which is not JSON") from None
     except json.JSONDecodeError as exc:
         raise error(f"{what} {invalid}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:

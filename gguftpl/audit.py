@@ -368,7 +368,7 @@ def audit_header(
 
     ``strict`` re-raises unexpected exceptions from the analysis instead of reporting GT002 (``--debug``).
     """
-    from gguftpl.metadata_check import wrong_type_findings
+    from gguftpl.metadata_check import truncation_findings, wrong_type_findings
     from gguftpl.rules import AUDIT_FAILED
     from gguftpl.templates.templateset import load_templateset
 
@@ -407,7 +407,7 @@ def audit_header(
             )
         ]
     # per file and cheap, so outside the cached analysis; reported even when the analysis failed
-    findings += wrong_type_findings(header, label)
+    findings += wrong_type_findings(header, label) + truncation_findings(header, label)
     audit.findings = sorted((f for f in findings if keep(f.code)), key=_sort_key(audit.templates))
     audit.seconds = time.perf_counter() - start
     return audit

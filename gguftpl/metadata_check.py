@@ -111,3 +111,24 @@ def _preview(value: Any) -> str:
     else:
         text = repr(value)
     return text[:200]
+
+
+def truncation_findings(header: Any, location_file: str) -> list[Finding]:
+    """GT004 when the file is shorter than the end of the tensor data the header describes."""
+    from gguftpl.rules import TRUNCATED_TENSOR_DATA
+
+    size = getattr(header, "file_size", None)
+    if not isinstance(size, int) or not getattr(header, "tensors", None):
+        return []
+    end = header.data_end
+    if end is None or end <= size:
+        return []
+    return [
+        make_finding(
+            TRUNCATED_TENSOR_DATA,
+            f"the tensor data should end at byte {end:,} but the file has {size:,} bytes "
+            f"({end - size:,} missing): llama.cpp refuses to load it",
+            Location(file=location_file),
+            evidence=f"{len(header.tensors)} tensors, data section at byte {header.data_offset:,}",
+        )
+    ]

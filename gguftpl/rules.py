@@ -51,6 +51,19 @@ METADATA_WRONG_TYPE = register(
     )
 )
 
+TRUNCATED_TENSOR_DATA = register(
+    Rule(
+        "GT004",
+        "truncated-tensor-data",
+        Severity.ERROR,
+        "The header is intact but the file ends before the tensor data its tensor infos describe.",
+        why="An interrupted download or copy: the chat templates read fine, but llama.cpp refuses to load the "
+        "model ('tensor data is not within the file bounds').",
+        example="A 4 GB Q4_K_M whose download stopped at 3.1 GB.",
+        fix="Download the file again and compare its size (and sha256) with the one the repo lists.",
+    )
+)
+
 
 # GT55x: consistency across the quants of one repo or output folder (gguftpl/repo.py)
 REPO_TEMPLATE_MISSING = register(

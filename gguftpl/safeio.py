@@ -141,3 +141,24 @@ def read_json_file(
     """Decoded JSON of a regular, bounded, UTF-8 file; every failure is ``error`` with one line."""
     text = read_text_bounded(path, what=what, error=error, limit=limit)
     return loads_json(text, what=f"{what} {os.fspath(path)}", error=error)
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal line: control, format (bidi overrides, zero-width), surrogate and line-separator
+    characters shown as ``\\xNN``/``\\uNNNN`` escapes. A template name or key from a hostile file can hold a
+    newline, an ANSI escape or U+202E; printed raw they forge report lines or reorder what the reader sees."""
+    import unicodedata
+
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch == "\t" or unicodedata.category(ch) not in _INVISIBLE:
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)

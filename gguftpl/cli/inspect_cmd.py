@@ -72,7 +72,9 @@ def command(
 
 
 def _text(info: dict, ts, only: str | None) -> str:  # type: ignore[no-untyped-def]
-    lines = [click.style(info["path"], bold=True)]
+    from gguftpl.safeio import printable
+
+    lines = [click.style(printable(info["path"]), bold=True)]
     lines.append(
         f"  GGUF v{info['gguf_version']} ({info['byteorder']} endian), arch {info['architecture'] or '?'}, "
         f"{info['file_type'] or 'file type ?'}, {info['tensor_count']} tensors, data at byte {info['data_offset']} "
@@ -86,12 +88,13 @@ def _text(info: dict, ts, only: str | None) -> str:  # type: ignore[no-untyped-d
         lines.append(click.style("  no chat template", fg="yellow"))
     for t in info["templates"]:
         lines.append(
-            f"  template {t['name']} ({t['key']}): {t['length']} bytes, {t['lines']} lines, sha256 {t['sha256']}"
+            f"  template {printable(t['name'])} ({printable(t['key'])}): {t['length']} bytes, {t['lines']} lines, "
+            f"sha256 {t['sha256']}"
         )
         text = ts.templates[t["name"]].text
         head = text.splitlines()[:3] if only is None else text.splitlines()
         for ln in head:
-            lines.append("    | " + (ln if len(ln) <= 110 else ln[:107] + "..."))
+            lines.append("    | " + printable(ln if len(ln) <= 110 else ln[:107] + "..."))
         if only is None and text.count("\n") >= 3:
             lines.append("    | …")
     tl = info["template_list"]
@@ -108,7 +111,7 @@ def _text(info: dict, ts, only: str | None) -> str:  # type: ignore[no-untyped-d
         lines.append("  special tokens: " + ", ".join(parts))
     lines.append(f"  add_bos={info['add_bos']} add_eos={info['add_eos']}")
     for k, v in info["provenance"].items():
-        lines.append(f"  {k} = {v}")
+        lines.append(f"  {printable(k)} = {printable(str(v))}")
     for note in (info.get("remote") or info.get("split") or {}).get("notes", []):
         lines.append(click.style(f"  note: {note}", fg="yellow"))
     return "\n".join(lines)

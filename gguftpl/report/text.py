@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Severity
 from gguftpl.report._common import where
+from gguftpl.safeio import printable
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
@@ -51,8 +52,8 @@ class TextFormatter:
         return "\n".join(lines) + "\n"
 
     def _file(self, fa: FileAudit) -> list[str]:
-        out = [self._s(fa.path, bold=True)]
-        out.extend(f"  note: {note}" for note in fa.notes)
+        out = [self._s(printable(fa.path), bold=True)]
+        out.extend(f"  note: {printable(note)}" for note in fa.notes)
         if fa.upstream_repo:
             how = f" ({fa.upstream_how})" if fa.upstream_how else ""
             out.append(f"  upstream: {fa.upstream_repo}{how}")
@@ -66,13 +67,14 @@ class TextFormatter:
             name = getattr(t, "name", "?")
             sha = (getattr(t, "sha256", "") or "")[:12]
             out.append(
-                f"  template {self._s(str(name), bold=True)} ({getattr(t, 'key', '?')}, sha256 {sha}, "
+                f"  template {self._s(printable(str(name)), bold=True)} ({printable(str(getattr(t, 'key', '?')))}, "
+                f"sha256 {sha}, "
                 f"dialect {getattr(t, 'dialect', '?')}, tools in prompt: "
                 f"{_yes_no(getattr(t, 'tools_in_prompt', None))})"
             )
             out.extend(self._finding(f) for f in by_template.pop(name, []))
         for name, findings in by_template.items():  # a finding about a template not in the report
-            out.append(f"  template {name}")
+            out.append(f"  template {printable(str(name))}")
             out.extend(self._finding(f) for f in findings)
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
@@ -80,10 +82,10 @@ class TextFormatter:
 
     def _finding(self, f: Finding) -> str:
         sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
-        parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {f.message}"]
+        parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {printable(f.message)}"]
         at = where(f)
         if at:
-            parts.append(f"      at {at}")
+            parts.append(f"      at {printable(at)}")
         if f.evidence and self.show_evidence:
             ev = f.evidence.splitlines() or [""]
             shown = ev[:EVIDENCE_MAX_LINES]
@@ -91,11 +93,11 @@ class TextFormatter:
             for line in shown:
                 if len(line) > EVIDENCE_MAX_WIDTH:
                     line = line[: EVIDENCE_MAX_WIDTH - 1] + "…"
-                parts.append(f"        | {line}")
+                parts.append(f"        | {printable(line)}")
             if len(ev) > len(shown):
                 parts.append(f"        | … ({len(ev) - len(shown)} more lines)")
         if f.fix:
-            parts.append(f"      fix: {self._s(f.fix, fg='cyan')}")
+            parts.append(f"      fix: {self._s(printable(f.fix), fg='cyan')}")
         return "\n".join(parts)
 
     def _summary(self, run: AuditRun) -> str:

@@ -101,6 +101,14 @@ def main_group(ctx: click.Context, debug: bool) -> None:
     """Find and repair broken chat templates inside GGUF model files."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    # a template's text in a Latin-1 or ASCII locale: escape what the terminal cannot show, never crash
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - a stream that cannot change its error handler
+                pass
 
 
 def main(argv: list[str] | None = None) -> None:

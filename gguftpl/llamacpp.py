@@ -731,8 +731,8 @@ def verify_file(
     ``tools`` is given: :class:`gguftpl.tools.ToolSpec` objects or OpenAI ``tools`` entries). ``session``
     reuses a running one; ``dispatch`` runs the round-trip call (e.g. ``ToolSources.dispatch``)."""
     path = os.fspath(path)
-    if not os.path.isfile(path) and session is None:
-        raise UsageError(f"no such file: {path}")
+    if session is None:
+        _check_regular(path)
     if tools and isinstance(tools[0], Mapping):
         from gguftpl.tools import tools_from_json
 
@@ -761,6 +761,13 @@ def verify_file(
     result.timings = {**s.timings, "total_s": time.perf_counter() - t0}
     result.load_weights = s.load_weights
     return result
+
+
+def _check_regular(path: str) -> None:
+    """A missing file, a directory, a FIFO (llama.cpp would block opening it) or a device: one line."""
+    from gguftpl.safeio import open_regular
+
+    open_regular(path, what="GGUF file").close()
 
 
 def _render_bombs(
@@ -1406,8 +1413,7 @@ def render_prompt(
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise UsageError(f"no such file: {path}")
+    _check_regular(path)
     msgs = list(messages if messages is not None else DEFAULT_MESSAGES)
     tl = list(tools if tools is not None else DEFAULT_TOOLS)
     tset = load_templateset(read_header(path))

@@ -138,6 +138,10 @@ def _pending(
     return d
 
 
+MAX_TEMPLATE_BYTES = 4 * 1024 * 1024
+"""Larger templates are reported (GT404) and not analysed further."""
+
+
 def analyze_template_text(
     text: str,
     *,
@@ -168,6 +172,21 @@ def analyze_template_text(
         handles_generation_prompt=None,
         details=details,
     )
+
+    size = len(text.encode("utf-8"))
+    if size > MAX_TEMPLATE_BYTES:
+        # parsing and rendering cost time and memory in proportion: a 50 MB "template" took 20 s and 400 MB
+        pending.append(
+            _pending(
+                rules.RENDER_RESOURCE_LIMIT,
+                f"the template is {size:,} bytes, over the {MAX_TEMPLATE_BYTES:,}-byte bound (real chat templates "
+                "are under 100 KB): not parsed or rendered",
+                evidence=_trim(text[:400]),
+            )
+        )
+        report.dialect = "unknown"
+        timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
+        return report
 
     # -- static: parse, data flow, safety
     ast = None

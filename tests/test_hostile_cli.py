@@ -339,3 +339,14 @@ def test_render_bombs_never_reach_llamacpp(make_gguf: MakeGGUF, template: str) -
     assert proc.stderr.count("\n") == 1
     res = cli("audit", "--engine", "llamacpp", "--format", "json", "--select", "GT607", path)
     assert res.exit_code == 1 and json.loads(res.stdout)["files"][0]["findings"][0]["code"] == "GT607"
+
+
+def test_huge_template_is_reported_not_analysed(make_gguf: MakeGGUF) -> None:
+    from gguftpl.templates.analysis import MAX_TEMPLATE_BYTES
+
+    path = make_gguf("huge.gguf", templates={"default": CHATML + "{# " + "a" * MAX_TEMPLATE_BYTES + " #}"})
+    res = cli("audit", "--format", "json", path)
+    assert res.exit_code == 1
+    findings = json.loads(res.stdout)["files"][0]["findings"]
+    assert [f["code"] for f in findings if f["code"] == "GT404"] == ["GT404"]
+    assert "not parsed or rendered" in next(f["message"] for f in findings if f["code"] == "GT404")

@@ -490,9 +490,15 @@ def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAu
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
-    from gguftpl.llamacpp import llamacpp_findings
+    from gguftpl.llamacpp import LlamaCppLoadError, llamacpp_findings
+    from gguftpl.rules import LLAMACPP_LOAD_FAILED
 
-    extra = [f for f in llamacpp_findings(path, label, upstream_repo=audit.upstream_repo) if keep(f.code)]
+    try:
+        found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)
+    except LlamaCppLoadError as exc:
+        # one file llama.cpp refuses must not end the audit of the others: it is a finding about that file
+        found = [make_finding(LLAMACPP_LOAD_FAILED, str(exc), Location(file=label), evidence="\n".join(exc.log[:20]))]
+    extra = [f for f in found if keep(f.code)]
     audit.findings = sorted([*audit.findings, *extra], key=_sort_key(audit.templates))
 
 

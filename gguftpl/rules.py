@@ -557,3 +557,15 @@ LLAMACPP_RENDER_BOMB = register(
         fix="Replace the template with a working upstream one: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
     )
 )
+LLAMACPP_LOAD_FAILED = register(
+    Rule(
+        "GT608",
+        "llamacpp-load-failed",
+        Severity.ERROR,
+        "llama.cpp refuses to load the file for a reason other than its chat template.",
+        why="Whatever the templates say, llama-server exits at startup: a key of the wrong type, a broken "
+        "vocabulary, truncated data. The message is llama.cpp's own.",
+        example="`key tokenizer.ggml.eos_token_id has wrong type i32 but expected type u32`.",
+        fix="Re-convert the file with a current llama.cpp converter (see also GT003/GT004 for the cause).",
+    )
+)

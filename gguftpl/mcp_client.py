@@ -58,7 +58,10 @@ class McpServerSpec:
 
     @classmethod
     def http(cls, url: str) -> McpServerSpec:
-        u = urlparse(url)
+        try:
+            u = urlparse(url)
+        except ValueError:  # "Invalid IPv6 URL"
+            raise ToolSourceError(f"--mcp-url needs an http(s) URL, got {url!r}") from None
         if u.scheme not in ("http", "https") or not u.netloc:
             raise ToolSourceError(f"--mcp-url needs an http(s) URL, got {url!r}")
         return cls("http", url=url)

@@ -77,6 +77,23 @@ class LazyGroup(click.Group):
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
             click.echo(f"gguftpl: error: {one_line(str(exc.strerror or exc))}{where}", err=True)
             ctx.exit(EXIT_ERROR)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except MemoryError:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo("gguftpl: error: out of memory", err=True)
+            ctx.exit(EXIT_ERROR)
+        except Exception as exc:
+            # last resort: a bug still ends in one line (and --debug shows where), never a traceback
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            msg = one_line(str(exc))[:500]
+            click.echo(
+                f"gguftpl: error: unexpected {type(exc).__name__}: {msg} (run with --debug for the traceback)",
+                err=True,
+            )
+            ctx.exit(EXIT_ERROR)
 
 
 def one_line(text: str) -> str:

@@ -193,7 +193,10 @@ def parse_remote(spec: str) -> HubFileRef | str:
         if not filename or ".." in rest:
             raise HubError(f"{spec!r} names no file: expected hf://ORG/REPO/FILE.gguf[@REVISION]")
         return HubFileRef(repo_id, filename, rev or None, repo_type)
-    parts_url = urlsplit(spec)
+    try:
+        parts_url = urlsplit(spec)
+    except ValueError as exc:  # "Invalid IPv6 URL" and the like
+        raise HubError(f"not a valid URL: {spec!r} ({exc})") from None
     if parts_url.scheme not in ("http", "https") or not parts_url.netloc:
         raise HubError(f"not a remote GGUF spec: {spec!r} (use hf://ORG/REPO/FILE.gguf or an https URL)")
     segs = [unquote(s) for s in parts_url.path.strip("/").split("/")]
@@ -213,7 +216,10 @@ def parse_repo_spec(spec: str) -> HubRepoRef:
     endpoint: str | None = None
     rev: str | None = None
     if s.lower().startswith(("http://", "https://")):
-        u = urlsplit(s)
+        try:
+            u = urlsplit(s)
+        except ValueError as exc:  # "Invalid IPv6 URL"
+            raise HubError(f"not a valid URL: {spec!r} ({exc})") from None
         endpoint = f"{u.scheme}://{u.netloc}"
         segs = [unquote(x) for x in u.path.strip("/").split("/")]
         repo_type, segs = _split_repo_type(segs)

@@ -350,3 +350,27 @@ def test_huge_template_is_reported_not_analysed(make_gguf: MakeGGUF) -> None:
     findings = json.loads(res.stdout)["files"][0]["findings"]
     assert [f["code"] for f in findings if f["code"] == "GT404"] == ["GT404"]
     assert "not parsed or rendered" in next(f["message"] for f in findings if f["code"] == "GT404")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "http://[::1"],
+        ["audit", "https://[::1/x.gguf"],
+        ["audit", "--repo", "https://[::1/org/repo"],
+        ["render", "--mcp-url", "http://[::1", "{model}"],
+    ],
+)
+def test_malformed_urls_are_one_line(model: Path, argv: list[str]) -> None:
+    assert_one_line_error(cli(*[a.format(model=model) for a in argv]), "[::1")
+
+
+def test_engine_llamacpp_goes_on_after_a_file_llamacpp_refuses(make_gguf: MakeGGUF, model: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    wrong_type = {"tokenizer.ggml.eos_token_id": Typed(ValueType.INT32, 1)}
+    refused = make_gguf("refused.gguf", templates={"default": CHATML}, extra_kv=wrong_type)
+    res = cli("audit", "--engine", "llamacpp", "--format", "json", refused, model)
+    assert res.exit_code == 1, res.output
+    files = {Path(fa["path"]).name: {f["code"] for f in fa["findings"]} for fa in json.loads(res.stdout)["files"]}
+    assert {"GT003", "GT608"} <= files["refused.gguf"]
+    assert "GT601" in files["model.gguf"]  # the next file was still run through llama.cpp

@@ -374,3 +374,14 @@ def test_engine_llamacpp_goes_on_after_a_file_llamacpp_refuses(make_gguf: MakeGG
     files = {Path(fa["path"]).name: {f["code"] for f in fa["findings"]} for fa in json.loads(res.stdout)["files"]}
     assert {"GT003", "GT608"} <= files["refused.gguf"]
     assert "GT601" in files["model.gguf"]  # the next file was still run through llama.cpp
+
+
+def test_absurd_key_and_tensor_counts_are_refused_before_parsing(tmp_path: Path) -> None:
+    from gguftpl.gguf.reader import MAX_KV_COUNT, MAX_TENSOR_COUNT
+
+    for n_tensors, n_kv, needle in ((0, MAX_KV_COUNT + 1, "key/value count"), (MAX_TENSOR_COUNT + 1, 0, "tensor count")):
+        path = tmp_path / f"{n_tensors}-{n_kv}.gguf"
+        with path.open("wb") as fh:  # enough (sparse) bytes that the count is not refused as truncation
+            fh.write(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv))
+            fh.truncate(64 * (n_kv + n_tensors))
+        assert_one_line_error(cli("inspect", path), needle, "exceeds the bound")

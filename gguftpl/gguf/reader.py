@@ -26,6 +26,10 @@ from gguftpl.safeio import open_regular
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 MAX_ARRAY_DEPTH = 8
+MAX_KV_COUNT = 1 << 20
+"""More key/value pairs than this is refused (real GGUFs have under a hundred; a million cost ~300 MB)."""
+MAX_TENSOR_COUNT = 1 << 20
+"""More tensors than this is refused (the largest MoE models have tens of thousands)."""
 MAX_DIMS = 8  # ggml uses 4; leave room for future formats, but bound it
 
 
@@ -555,6 +559,8 @@ def _parse(src: ByteSource) -> GGUFHeader:
             raise GGUFFormatError(f"unsupported GGUF version {version}", 4)
     tensor_count = cur.u64()
     kv_count = cur.u64()
+    if kv_count > MAX_KV_COUNT:  # real files hold under a hundred; each costs Python objects, bound them
+        raise GGUFFormatError(f"key/value count {kv_count:,} exceeds the bound of {MAX_KV_COUNT:,}", 16)
     cur.check_count(kv_count, 8 + 4 + 1, "key/value", 16)
     kv_start = cur.off
     kvs: dict[str, KV] = {}
@@ -567,6 +573,8 @@ def _parse(src: ByteSource) -> GGUFHeader:
         val, et = cur.value(t, depth=0)
         kvs[key] = KV(key, t, val, et, at, cur.off)
     kv_end = cur.off
+    if tensor_count > MAX_TENSOR_COUNT:
+        raise GGUFFormatError(f"tensor count {tensor_count:,} exceeds the bound of {MAX_TENSOR_COUNT:,}", 8)
     cur.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor", 8)
     tensors: list[TensorInfo] = []
     for _ in range(tensor_count):

@@ -379,7 +379,8 @@ def test_engine_llamacpp_goes_on_after_a_file_llamacpp_refuses(make_gguf: MakeGG
 def test_absurd_key_and_tensor_counts_are_refused_before_parsing(tmp_path: Path) -> None:
     from gguftpl.gguf.reader import MAX_KV_COUNT, MAX_TENSOR_COUNT
 
-    for n_tensors, n_kv, needle in ((0, MAX_KV_COUNT + 1, "key/value count"), (MAX_TENSOR_COUNT + 1, 0, "tensor count")):
+    cases = ((0, MAX_KV_COUNT + 1, "key/value count"), (MAX_TENSOR_COUNT + 1, 0, "tensor count"))
+    for n_tensors, n_kv, needle in cases:
         path = tmp_path / f"{n_tensors}-{n_kv}.gguf"
         with path.open("wb") as fh:  # enough (sparse) bytes that the count is not refused as truncation
             fh.write(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv))

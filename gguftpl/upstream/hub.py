@@ -250,6 +250,9 @@ def _silent_tqdm() -> Any:
     return Silent
 
 
+_MAX_UPSTREAM_FILES = 100_000
+
+
 def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
     """``--upstream DIR_OR_JSON``: a local folder laid out like a Hub repo, or one JSON file.
 
@@ -260,11 +263,21 @@ def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
 
     p = Path(path)
     if p.is_dir():
-        listing = sorted(q.relative_to(p).as_posix() for q in p.rglob("*") if q.is_file())
+        from gguftpl.safeio import read_bytes_bounded
+
+        listing: list[str] = []
+        for q in p.rglob("*"):
+            if len(listing) >= _MAX_UPSTREAM_FILES:  # `--upstream /` would walk the whole disk
+                raise HubError(
+                    f"--upstream {path}: more than {_MAX_UPSTREAM_FILES:,} files; point it at the model's own folder"
+                )
+            if q.is_file():
+                listing.append(q.relative_to(p).as_posix())
+        listing.sort()
 
         def read(name: str) -> bytes | None:
             q = p / name
-            return q.read_bytes() if q.is_file() else None
+            return read_bytes_bounded(q, what="upstream file", error=HubError) if q.is_file() else None
 
         templates, sources, original, special, warnings = parse_upstream_files(read, listing)
         return UpstreamConfig(

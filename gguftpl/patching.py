@@ -206,15 +206,21 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
     if in_place:
         if out is not None and not _same_file(src, os.fspath(out)):
             raise PatchError("--in-place writes over the input; do not also give -o")
-        out_s = src
+        # through a symlink (a Hugging Face cache snapshot -> blob) the model is the file it points at
+        out_s = os.path.realpath(src)
     else:
         if out is None:
             raise PatchError("give -o OUT, or --in-place to replace the input")
         out_s = os.fspath(out)
         if _same_file(src, out_s):
             raise PatchError("output is the input file; use --in-place to replace it (still atomic)")
-        if os.path.lexists(out_s) and not force:
-            raise PatchError(f"{out_s} exists; use --force to overwrite it")
+        if os.path.lexists(out_s):
+            if not force:
+                raise PatchError(f"{out_s} exists; use --force to overwrite it")
+            out_s = os.path.realpath(out_s)
+    if os.path.exists(out_s) and not os.path.isfile(out_s):
+        # renaming over a device node, FIFO or folder would destroy it, not write into it
+        raise PatchError(f"{out_s} exists and is not a regular file; refusing to replace it")
     return out_s
 
 

@@ -386,3 +386,49 @@ def test_absurd_key_and_tensor_counts_are_refused_before_parsing(tmp_path: Path)
             fh.write(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv))
             fh.truncate(64 * (n_kv + n_tensors))
         assert_one_line_error(cli("inspect", path), needle, "exceeds the bound")
+
+
+# --------------------------------------------------------------------------- patch: what OUT and --template name
+
+
+def test_patch_template_from_a_fifo_is_one_line(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    fifo = tmp_path / "t.jinja"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.gguf"
+    res = cli_proc("patch", src, "-o", out, "--template", f"tool_use={fifo}")
+    assert_one_line_error(res, "FIFO")
+    assert not out.exists()
+
+
+def test_patch_never_renames_over_a_fifo(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    tpl = tmp_path / "t.jinja"
+    tpl.write_text("{{ 'x' }}", encoding="utf-8")
+    fifo = tmp_path / "o.gguf"
+    os.mkfifo(fifo)
+    res = cli_proc("patch", src, "-o", fifo, "--force", "--template", f"tool_use={tpl}", "--no-audit")
+    assert_one_line_error(res, "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_patch_in_place_through_a_symlink_patches_the_file_it_points_at(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    """A Hugging Face cache snapshot is a symlink to a blob: --in-place must patch the blob, keep the link."""
+    blob = make_gguf("blob.gguf", templates={"default": CHATML})
+    link = tmp_path / "snapshot.gguf"
+    link.symlink_to(blob.name)
+    tpl = tmp_path / "t.jinja"
+    tpl.write_text("{{ 'y' }}", encoding="utf-8")
+    res = cli("patch", link, "--in-place", "--template", f"tool_use={tpl}", "--no-audit")
+    assert res.exit_code == 0, res.output
+    assert link.is_symlink() and os.readlink(link) == blob.name
+    assert "tokenizer.chat_template.tool_use" in read_header(blob).kv
+    # and -o onto an existing link with --force writes the file behind it too
+    out_blob = tmp_path / "out-blob.gguf"
+    out_blob.write_bytes(b"old")
+    out_link = tmp_path / "out.gguf"
+    out_link.symlink_to(out_blob.name)
+    res = cli("patch", blob, "-o", out_link, "--force", "--template", f"extra={tpl}", "--no-audit")
+    assert res.exit_code == 0, res.output
+    assert out_link.is_symlink()
+    assert "tokenizer.chat_template.extra" in read_header(out_blob).kv

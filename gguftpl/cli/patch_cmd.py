@@ -11,6 +11,7 @@ import click
 
 from gguftpl.cli.patch_upstream import upstream_options
 from gguftpl.errors import UsageError
+from gguftpl.safeio import read_text_bounded
 
 if TYPE_CHECKING:
     from gguftpl.patching import PatchPlan
@@ -22,13 +23,8 @@ def parse_template_args(values: tuple[str, ...]) -> dict[str, str]:
         name, sep, path = v.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--template takes NAME=PATH, got {v!r}")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                out[name] = fh.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read template file {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"template file {path} is not UTF-8 text") from None
+        # a regular file of bounded size: a FIFO or /dev/zero would block or never end
+        out[name] = read_text_bounded(path, what="template file")
     return out
 
 

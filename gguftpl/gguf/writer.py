@@ -185,6 +185,9 @@ def atomic_output(path: str | os.PathLike[str], *, overwrite: bool) -> Iterator[
         raise PatchError(f"output folder does not exist: {folder}")
     if not overwrite and os.path.lexists(target):
         raise PatchError(f"{path} exists; use --force to overwrite it")
+    if os.path.lexists(target) and not os.path.isfile(target):
+        # the rename would destroy a device node, FIFO or folder instead of writing into it
+        raise PatchError(f"{path} exists and is not a regular file; refusing to replace it")
     fd = -1
     tmp_name: str | None = None
     o_tmpfile = getattr(os, "O_TMPFILE", 0)

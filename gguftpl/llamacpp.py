@@ -1556,3 +1556,233 @@ def llamacpp_findings(
     located at ``label`` (default: the path). Raises LlamaCppError when xllamacpp is missing."""
     result = verify_file(path, load_weights=load_weights)
     return findings_from_result(result, label or os.fspath(path), upstream_repo)
+
+
+# --- parse check: can llama.cpp load this template text at all? ---------------------------------------
+
+PARSE_CHECK_TIMEOUT = 60.0
+"""Seconds one template may take to load in the parse-check worker (a plain load takes 0.1-0.7 s); past it
+the worker is killed and the template reported as hanging llama.cpp."""
+
+_PARSE_N_CTX = 512  # the stand-in only has to load; a small KV cache loads faster
+
+
+def _template_rejection(log: Sequence[str]) -> str:
+    """llama.cpp's own words for why it refused a template, without its generic advice lines."""
+    keep = [line for line in log if "consider" not in line and "for example" not in line]
+    keep = [line for line in keep if "exiting due to" not in line and "failed to initialize" not in line]
+    specific = [line for line in keep if not line.endswith("std::exception")]
+    keep = specific or keep
+    return " | ".join(keep[:3]) or " | ".join(log[:3])
+
+
+def _parse_one(text: str) -> dict[str, Any]:
+    """In the worker: load a byte-level stand-in whose default template is ``text``. Loading is where
+    llama-server fails ("chat template parsing error"): llama.cpp parses the template and renders it to
+    probe its capabilities and build its tool-call parser."""
+    try:
+        with LlamaCppSession(templates={"default": text}, n_ctx=_PARSE_N_CTX):
+            return {"error": None}
+    except LlamaCppLoadError as exc:
+        if any("chat template" in line for line in exc.log):
+            return {"error": _template_rejection(exc.log), "log": exc.log[:20]}
+        return {"unchecked": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - any other failure: this text could not be checked
+        return {"unchecked": f"{type(exc).__name__}: {exc}"}
+
+
+def _parse_worker() -> None:
+    """The parse-check child process: one JSON request per line on stdin, one answer per line on the
+    original stdout. llama.cpp's own prints go to stderr (its fd 1 is pointed there), never into the
+    protocol. Exits when stdin closes (the audit finished or died)."""
+    import sys
+
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        try:
+            text = json.loads(line)["text"]
+        except (ValueError, KeyError, TypeError) as exc:
+            answer: dict[str, Any] = {"unchecked": f"bad request: {exc}"}
+        else:
+            answer = _parse_one(text)
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+def _signal_name(code: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class _ParseChecker:
+    """One child process for every parse check of this process, started on first use and reused.
+
+    llama.cpp renders the template while loading it (capability probe, tool-call parser generation), with
+    no limits: a self-calling macro or deeply nested brackets overflow its C stack and kill the process
+    (SIGSEGV, measured), a huge loop never returns. In a child, that costs a restart and becomes the
+    template's verdict, never the audit's crash or hang. Answers are memoised by sha256 of the text."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._proc: Any = None
+        self._buf = b""
+        self._eof = False
+        self._lock = threading.Lock()
+        self.memo: dict[str, str | None] = {}
+        self.loads = 0
+        """Template texts sent to llama.cpp (memo hits not counted)."""
+        self.restarts = 0
+        """Workers started after one crashed or hung."""
+        self.unchecked: dict[str, str] = {}
+        """sha256 -> why that text could not be checked (not a verdict about the template)."""
+
+    def _start(self) -> Any:
+        import subprocess
+        import sys
+
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        if self._proc is not None:
+            self.restarts += 1
+        self._buf = b""
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from gguftpl.llamacpp import _parse_worker; _parse_worker()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "GGUFTPL_LLAMACPP_VERBOSITY": "0"},
+        )
+        return self._proc
+
+    def _readline(self, proc: Any, timeout: float) -> bytes | None:
+        """One answer line; None on timeout (``self._eof`` False) or when the worker died (True)."""
+        import select
+
+        self._eof = False
+
+        deadline = time.monotonic() + timeout
+        fd = proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self._eof = True  # the worker died
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def _kill(self) -> int | None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+        code = proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self._proc = proc  # kept so the next start counts as a restart
+        return code
+
+    def _ask(self, text: str, timeout: float) -> dict[str, Any]:
+        proc = self._start()
+        try:
+            proc.stdin.write((json.dumps({"text": text}) + "\n").encode())
+            proc.stdin.flush()
+        except OSError:
+            pass  # a dead worker: the read below sees EOF
+        line = self._readline(proc, timeout)
+        if line is not None:
+            try:
+                return dict(json.loads(line))
+            except ValueError:
+                self._kill()
+                return {"unchecked": "the parse-check worker answered garbage"}
+        hung = not self._eof
+        code = self._kill()
+        if hung:
+            return {
+                "error": f"llama.cpp did not finish loading this template in {timeout:g} s (it renders the "
+                "template at load without limits): llama-server would hang at startup"
+            }
+        if code is not None and code < 0:
+            return {
+                "error": f"llama.cpp crashed ({_signal_name(code)}) while loading this template (it renders "
+                "the template at load without limits): llama-server would crash at startup"
+            }
+        return {"unchecked": f"the parse-check worker exited ({code}) before answering"}
+
+    def check(self, texts: Sequence[str], timeout: float) -> dict[str, str | None]:
+        from gguftpl.templates.templateset import sha256_text
+
+        out: dict[str, str | None] = {}
+        with self._lock:
+            for text in texts:
+                sha = sha256_text(text)
+                if sha in out:
+                    continue
+                if sha not in self.memo and sha not in self.unchecked:
+                    self.loads += 1
+                    answer = self._ask(text, timeout)
+                    if "unchecked" in answer:
+                        self.unchecked[sha] = str(answer["unchecked"])
+                    else:
+                        self.memo[sha] = answer.get("error")
+                out[sha] = self.memo.get(sha)
+        return out
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()  # the worker's loop ends on EOF
+            proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - at exit, anything: make sure it is gone
+            proc.kill()
+            proc.wait()
+
+
+_CHECKER: _ParseChecker | None = None
+
+
+def _parse_checker() -> _ParseChecker:
+    global _CHECKER
+    if _CHECKER is None:
+        import atexit
+
+        _CHECKER = _ParseChecker()
+        atexit.register(_CHECKER.close)
+    return _CHECKER
+
+
+def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -> dict[str, str | None]:
+    """sha256 of each text -> llama.cpp's error when it refuses to load that text as a chat template,
+    None when it loads it (or the text could not be checked: see :func:`parse_check_stats`).
+
+    Each text is loaded once per process (memoised by sha256) as the template of a tiny byte-level
+    stand-in in a child process, so a template that crashes or hangs llama.cpp is a verdict, not a crash
+    of the caller. Raises LlamaCppError when xllamacpp is not installed."""
+    require_xllamacpp()
+    return _parse_checker().check(list(texts), timeout)
+
+
+def parse_check_stats() -> dict[str, Any]:
+    """How many texts this process sent to llama.cpp, worker restarts, and texts left unchecked."""
+    c = _parse_checker()
+    return {"loads": c.loads, "restarts": c.restarts, "unchecked": dict(c.unchecked)}

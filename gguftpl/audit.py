@@ -77,6 +77,10 @@ class AuditRun:
     seconds: float = 0.0
     analyses: int = 0
     """How many template sets were analysed (the rest came from the cache)."""
+    llamacpp_checks: int = 0
+    """How many distinct template texts llama.cpp was asked to load (the parse check, GT606)."""
+    llamacpp_check: str = ""
+    """``on``, ``off`` (``--engine hf-only``) or why the llama.cpp parse check was skipped."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -240,6 +244,12 @@ class AnalysisCache:
         """Template sets analysed."""
         self.header_hits = 0
         """Files answered from the raw-metadata level, without building a template set."""
+        self.parse_verdicts: dict[str, str | None] = {}
+        """sha256 of a template text -> llama.cpp's refusal (None: it loads), for the parse check."""
+        self.parse_checks = 0
+        """Distinct template texts this cache asked llama.cpp about."""
+        self.parse_skipped = ""
+        """Why the llama.cpp parse check did not run (xllamacpp not installed), once it was wanted."""
 
     def get_or_compute(self, key: str, compute: Callable[[], _Analysis]) -> tuple[_Analysis, bool]:
         found = self._store.get(key)
@@ -330,17 +340,88 @@ def _find_upstream(tset: Any) -> tuple[str | None, str]:
     return repo, how
 
 
-_ENGINES = ("hf", "llamacpp")
+_ENGINES = ("hf", "hf-only", "llamacpp")
+
+# The templates llama.cpp reads from a GGUF (llama_model_chat_template): the default, and tool_use for
+# requests with tools. Other named templates (rag, …) never reach it.
+_LLAMACPP_TEMPLATES = ("default", "tool_use")
+# Templates the bounded renderer already had to stop: llama.cpp renders them at load without limits, so
+# asking it would cost a crashed worker or the full timeout and say nothing new.
+_BOMB_CODES = ("GT404", "GT405")
+# How parse_check words a worker that crashed or hung, as opposed to llama.cpp's own refusal.
+_LLAMACPP_OWN = ("llama.cpp crashed", "llama.cpp did not finish")
 
 
-def _analyze(tset: Any, upstream_repo: str | None, engine: str) -> _Analysis:
+def _analyze(tset: Any, upstream_repo: str | None, engine: str, cache: AnalysisCache | None = None) -> _Analysis:
     from gguftpl.templates.analysis import analyze_templateset
 
     _check_engine(engine)
     if dataclasses.is_dataclass(tset) and not isinstance(tset, type) and hasattr(tset, "path"):
         tset = dataclasses.replace(tset, path=_FILE_PLACEHOLDER)
     result = analyze_templateset(tset, location_file=_FILE_PLACEHOLDER, upstream_repo=upstream_repo)
-    return _Analysis(templates=list(result.templates), findings=list(result.findings))
+    findings = list(result.findings)
+    if engine != "hf-only" and cache is not None:
+        findings += _parse_check_findings(tset, findings, upstream_repo, engine, cache)
+    return _Analysis(templates=list(result.templates), findings=findings)
+
+
+def _parse_check_findings(
+    tset: Any, findings: list[Finding], upstream_repo: str | None, engine: str, cache: AnalysisCache
+) -> list[Finding]:
+    """GT606 for each template llama.cpp refuses to load, asked once per distinct text (``cache``) and
+    only when xllamacpp is installed. ``--engine llamacpp`` loads the file itself, which reports a refused
+    default template, so only ``tool_use`` is asked then (llama.cpp drops one it cannot parse silently)."""
+    from gguftpl.rules import LLAMACPP_TEMPLATE_REJECTED
+
+    names = _LLAMACPP_TEMPLATES if engine != "llamacpp" else _LLAMACPP_TEMPLATES[1:]
+    bombs = {f.template for f in findings if f.code in _BOMB_CODES}
+    todo = {
+        name: tpl
+        for name, tpl in getattr(tset, "templates", {}).items()
+        if name in names and name not in bombs and isinstance(getattr(tpl, "text", None), str)
+    }
+    if not todo or cache.parse_skipped:
+        return []
+    from gguftpl.errors import LlamaCppError
+    from gguftpl.llamacpp import parse_check
+
+    ask = {t.sha256: t.text for t in todo.values() if t.sha256 not in cache.parse_verdicts}
+    if ask:
+        try:
+            answers = parse_check(list(ask.values()))
+        except LlamaCppError as exc:  # xllamacpp not installed: the audit goes on without this check
+            cache.parse_skipped = str(exc)
+            return []
+        cache.parse_checks += len(ask)
+        for sha in ask:
+            cache.parse_verdicts[sha] = answers.get(sha)
+    out = []
+    for name, tpl in todo.items():
+        error = cache.parse_verdicts.get(tpl.sha256)
+        if error is None:
+            continue
+        if error.startswith(_LLAMACPP_OWN):
+            what = f"the {name} template"  # the worker crashed or hung: the error says so
+        elif name == "default":
+            what = "llama.cpp refuses to load the file: llama-server exits at startup ('chat template parsing error')"
+        else:
+            what = (
+                f"llama.cpp cannot use the {name} template: it drops one it cannot parse (requests with tools "
+                "then get the default template) or fails every request with tools"
+            )
+        out.append(
+            make_finding(
+                LLAMACPP_TEMPLATE_REJECTED,
+                f"{what}: {error[:300]}",
+                Location(file=_FILE_PLACEHOLDER, key=getattr(tpl, "key", None)),
+                template=name,
+                evidence=f"llama.cpp, loading a stand-in model that carries this template: {error[:1200]}",
+                fix=f"gguftpl patch {_FILE_PLACEHOLDER} --from-hub {upstream_repo or 'REPO'} -o FIXED.gguf"
+                " && gguftpl verify FIXED.gguf",
+                check="llamacpp-parse",
+            )
+        )
+    return out
 
 
 def _sort_key(templates: list[Any]) -> Callable[[Finding], tuple[Any, ...]]:
@@ -387,7 +468,9 @@ def audit_header(
             tset = load_templateset(header)
             audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
             key = _fingerprint(tset, header, audit.upstream_repo, engine)
-            analysis, audit.cached = cache.get_or_compute(key, lambda: _analyze(tset, audit.upstream_repo, engine))
+            analysis, audit.cached = cache.get_or_compute(
+                key, lambda: _analyze(tset, audit.upstream_repo, engine, cache)
+            )
             if header_key:
                 cache.remember_header(header_key, key, audit.upstream_repo, audit.upstream_how)
         audit.templates = [_relabel_template(t, label) for t in analysis.templates]
@@ -557,7 +640,7 @@ def audit_paths(
     keep = RuleFilter(select, ignore)
     _check_engine(engine)
     cache = cache if cache is not None else AnalysisCache()
-    misses_before = cache.misses
+    misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
     for p in collect_paths(paths):
         fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
@@ -565,13 +648,18 @@ def audit_paths(
         if progress is not None:
             progress(fa)
     run.analyses = cache.misses - misses_before
+    run.llamacpp_checks = cache.parse_checks - checks_before
+    run.llamacpp_check = (
+        "off" if engine == "hf-only" else f"skipped: {cache.parse_skipped}" if cache.parse_skipped else "on"
+    )
     run.rules = _rules_for(run.findings)
     run.seconds = time.perf_counter() - start
     return run
 
 
 def _check_engine(engine: str) -> None:
-    # hf: the analysis under transformers' semantics; llamacpp adds llama.cpp's own verdicts (local files)
+    # hf: the analysis under transformers' semantics, plus llama.cpp's parse check of each template when
+    # xllamacpp is installed; hf-only: without that check; llamacpp adds llama.cpp's own verdicts (verify)
     if engine not in _ENGINES:
         raise UsageError(f"unknown analysis engine {engine!r} (choose from {', '.join(_ENGINES)})")
 

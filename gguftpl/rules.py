@@ -536,8 +536,11 @@ LLAMACPP_TEMPLATE_REJECTED = register(
         "llamacpp-template-rejected",
         Severity.ERROR,
         "llama.cpp cannot parse a chat template of the file and refuses to load it.",
-        why="llama-server exits at startup with 'chat template parsing error'; users must pass --no-jinja or their "
-        "own --chat-template, and tool calling is lost either way.",
+        why="llama-server exits at startup with 'chat template parsing error' (or crashes, when the template "
+        "overflows its renderer); users must pass --no-jinja or their own --chat-template, and tool calling is "
+        "lost either way. A tool_use template llama.cpp cannot parse is dropped without a word, so requests "
+        "with tools get the default template. The default audit asks llama.cpp (when xllamacpp is installed) "
+        "to load each distinct default and tool_use template once, in a child process.",
         example="A template using a construct llama.cpp's Jinja engine does not support, or a syntax error.",
         fix="Replace the template with one llama.cpp parses (upstream's current one): `gguftpl patch FILE "
         "--from-hub REPO -o FIXED.gguf`; check with `gguftpl verify FIXED.gguf`.",

@@ -83,10 +83,12 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
 @click.option("--no-upstream", is_flag=True, help="Skip the upstream comparison of --repo/--repo-check.")
 @click.option(
     "--engine",
-    type=click.Choice(["hf", "llamacpp"]),
+    type=click.Choice(["hf", "hf-only", "llamacpp"]),
     default="hf",
     show_default=True,
-    help="hf: analyse under transformers' semantics. llamacpp: also run each local file through llama.cpp "
+    help="hf: analyse under transformers' semantics and, when xllamacpp is installed, have llama.cpp load "
+    "each distinct default/tool_use template once (GT606 for one it refuses; llama-server would exit at "
+    "startup). hf-only: without that llama.cpp check. llamacpp: also run each local file through llama.cpp "
     "itself (gguftpl verify's stages as GT6xx findings; needs xllamacpp).",
 )
 @click.pass_context

@@ -642,7 +642,12 @@ def audit_paths(
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
-    for p in collect_paths(paths):
+    todo = collect_paths(paths)
+    if todo and engine != "hf-only" and not cache.parse_skipped:
+        from gguftpl.llamacpp import parse_check_prestart
+
+        parse_check_prestart()  # the worker starts while the first files are read and analysed
+    for p in todo:
         fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
         run.files.append(fa)
         if progress is not None:

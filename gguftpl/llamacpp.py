@@ -1782,6 +1782,15 @@ def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -
     return _parse_checker().check(list(texts), timeout)
 
 
+def parse_check_prestart() -> None:
+    """Start the parse-check worker now, so its start overlaps the caller's own work (no-op without
+    xllamacpp or when it runs already)."""
+    if llamacpp_available():
+        checker = _parse_checker()
+        with checker._lock:
+            checker._start()
+
+
 def parse_check_stats() -> dict[str, Any]:
     """How many texts this process sent to llama.cpp, worker restarts, and texts left unchecked."""
     c = _parse_checker()

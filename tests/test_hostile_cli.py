@@ -191,6 +191,15 @@ def test_wrongly_typed_keys_are_gt003(make_gguf: MakeGGUF) -> None:
     assert "GT003" not in cli("audit", "--format", "json", clean).stdout
 
 
+def test_a_default_template_that_is_no_string_is_no_usable_template(make_gguf: MakeGGUF) -> None:
+    path = make_gguf("int.gguf", templates={}, extra_kv={"tokenizer.chat_template": Typed(ValueType.INT32, 7)})
+    res = cli("audit", "--format", "json", path)
+    findings = json.loads(res.stdout)["files"][0]["findings"]
+    gt101 = [f for f in findings if f["code"] == "GT101"]
+    assert len(gt101) == 1 and "has no usable tokenizer.chat_template" in gt101[0]["message"], gt101
+    assert any(f["code"] == "GT003" for f in findings)
+
+
 def test_truncated_tensor_data_is_gt004(tmp_path: Path, model: Path) -> None:
     header = read_header(model)
     cut = tmp_path / "cut.gguf"

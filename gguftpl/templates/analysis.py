@@ -566,10 +566,12 @@ def analyze_templateset(tset: TemplateSet, *, location_file: str, upstream_repo:
     bos = _special_text(tset, "bos")
     eos = _special_text(tset, "eos")
     if not tset.templates:
+        # a template key that holds no string is no template either (GT003 names its type)
+        what = "no usable" if tset.non_string_templates else "no"
         findings.append(
             make_finding(
                 rules.NO_CHAT_TEMPLATE,
-                "the file has no tokenizer.chat_template: runtimes fall back to a built-in format "
+                f"the file has {what} tokenizer.chat_template: runtimes fall back to a built-in format "
                 "(usually ChatML) and drop tools",
                 Location(location_file, "tokenizer.chat_template"),
                 fix=_hub_fix(location_file, upstream_repo, "default"),

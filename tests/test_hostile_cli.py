@@ -441,3 +441,11 @@ def test_patch_in_place_through_a_symlink_patches_the_file_it_points_at(make_ggu
     assert res.exit_code == 0, res.output
     assert out_link.is_symlink()
     assert "tokenizer.chat_template.extra" in read_header(out_blob).kv
+
+
+def test_diff_upstream_that_is_a_fifo_says_so(tmp_path: Path) -> None:
+    fifo = tmp_path / "tokenizer_config.json"
+    os.mkfifo(fifo)
+    sample = Path(__file__).resolve().parent.parent / "samples" / "hermes-2-pro-mistral-7b.chatml.gguf"
+    assert_one_line_error(cli_proc("diff", sample, "--upstream", fifo), "FIFO")
+    assert_one_line_error(cli("diff", sample, "--upstream", tmp_path / "missing.json"), "no such file or folder")

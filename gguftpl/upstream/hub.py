@@ -293,9 +293,11 @@ def load_upstream_dir(path: str | os.PathLike[str]) -> UpstreamConfig:
             files=listing,
             original_names=original,
         )
-    if not p.is_file():
+    if not p.exists():
         raise HubError(f"--upstream {path}: no such file or folder")
     from gguftpl.safeio import loads_json, read_bytes_bounded
+
+    # read_bytes_bounded names what else it is (a FIFO, a device) and never blocks on it
 
     raw = read_bytes_bounded(p, what="--upstream file", error=HubError)
     try:

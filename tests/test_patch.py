@@ -238,9 +238,11 @@ def test_a_bad_copy_is_caught_and_nothing_is_left(tmp_path, monkeypatch):
     assert src.read_bytes() == before
 
 
-def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("reserve", [True, False], ids=["fallocate", "mid-copy"])
+def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path, reserve):
     """A real kernel write failure: RLIMIT_FSIZE makes every write past 256 KiB fail with EFBIG, as a full
-    disk fails with ENOSPC, in the middle of the tensor copy."""
+    disk fails with ENOSPC: at the up-front reservation, or (where the filesystem cannot reserve) in the
+    middle of the tensor copy."""
     src = tmp_path / "m.gguf"
     _random_tensor_gguf(src, 2 * 1024 * 1024)
     before = src.read_bytes()
@@ -252,6 +254,9 @@ def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path):
         import resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills us instead of failing the write
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY))
+        import gguftpl.gguf.writer as writer
+        if not {reserve!r}:
+            writer._reserve = lambda fd, size: None  # a filesystem without fallocate
         from gguftpl.cli import main
         main(["patch", {str(src)!r}, "-o", {str(out)!r}, "--template", "tool_use={tpl}"])
         """

@@ -32,6 +32,7 @@ DIALECTS = (
     "glm",
     "kimi",
     "invoke-xml",
+    "apertus",
     "generic-json",
     "pythonic",
     "unknown",
@@ -110,17 +111,53 @@ def render_call(
 ) -> CallRendering:
     """Render an assistant message carrying ``call`` (an OpenAI ``tool_calls`` entry, default: the canary
     call) and the same message without it, and return the text the call added. ``verify`` uses ``.text``
-    to write a canned call the way this template writes calls. Raises TemplateRenderError."""
+    to write a canned call the way this template writes calls. Raises TemplateRenderError.
+
+    The call is tried as the last message first; a template may treat a final assistant message as a
+    prefill to continue (its content only, calls dropped) and write calls only in history, so when that
+    renders no call the conversation goes on with a tool result, then with a user turn."""
     if tools is None:
         tools = probes.canary_tools()
     call = call or probes.tool_call()
+    first: CallRendering | None = None
+    first_error: TemplateRenderError | None = None
+    tails: tuple[list[dict[str, Any]], ...] = (
+        [],
+        [probes.tool_result_message()],
+        [{"role": "user", "content": probes.CANARY_USER + "2"}],
+    )
+    for tail in tails:
+        try:
+            rendering = _render_call_before(template_text, call, tail, tools, bos_token, eos_token, **kwargs)
+        except TemplateRenderError as e:
+            first_error = first_error or e
+            continue
+        if rendering.rendered_call:
+            return rendering
+        first = first or rendering
+    if first is not None:
+        return first
+    assert first_error is not None
+    raise first_error
+
+
+def _render_call_before(
+    template_text: str,
+    call: dict[str, Any],
+    tail: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    bos_token: str,
+    eos_token: str,
+    **kwargs: Any,
+) -> CallRendering:
+    """:func:`render_call` with ``tail`` (possibly empty) rendered after the assistant message."""
     user = {"role": "user", "content": probes.CANARY_USER}
     without = ""
     for content in ("", probes.CANARY_ASSISTANT):
         try:
             without = render_hf(
                 template_text,
-                [user, {"role": "assistant", "content": content}],
+                [user, {"role": "assistant", "content": content}, *tail],
                 tools=tools,
                 add_generation_prompt=False,
                 bos_token=bos_token,
@@ -147,7 +184,7 @@ def render_call(
         try:
             with_call = render_hf(
                 template_text,
-                [user, {"role": "assistant", "content": call_content, "tool_calls": [c]}],
+                [user, {"role": "assistant", "content": call_content, "tool_calls": [c]}, *tail],
                 tools=tools,
                 add_generation_prompt=False,
                 bos_token=bos_token,
@@ -191,6 +228,8 @@ def classify(call_text: str, literal_text: str = "") -> tuple[str, str]:
                 return name, "rendered"
         if _pythonic_call(call_text):
             return "pythonic", "rendered"
+        if _name_keyed_call(call_text):
+            return "apertus", "rendered"
         js = _json_call_shape(call_text)
         if js:
             return js, "rendered"
@@ -222,6 +261,31 @@ def _pythonic_call(text: str) -> bool:
     body = _WRAPPER_PIECE.sub(" ", text).strip()
     body = _CODE_FENCE.sub("", body).lstrip("[").lstrip()
     return bool(_PY_CALL.match(body))
+
+
+# Keys of a JSON call object that name its parts; a call keyed by the function's own name has none of them.
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "function", "tool_name", "type", "id", "call", "args"})
+
+
+def _name_keyed_call(text: str) -> bool:
+    """The call is JSON keyed by the function's name, its value the arguments object:
+    ``[{"f": {"a": 1}}, {"g": {}}]`` (Apertus, between ``<|tools_prefix|>`` and ``<|tools_suffix|>``).
+    The first JSON value in the text must be such an object or a list of them."""
+    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
+    if not starts:
+        return False
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[min(starts) :])
+    except ValueError:
+        return False
+    calls = value if isinstance(value, list) else [value]
+    return bool(calls) and all(
+        isinstance(c, dict)
+        and len(c) == 1
+        and next(iter(c)) not in _CALL_KEYS
+        and isinstance(next(iter(c.values())), dict)
+        for c in calls
+    )
 
 
 def _json_call_shape(text: str) -> str | None:

@@ -1,0 +1,64 @@
+"""Real templates from outside the llama.cpp corpus (tests/data/real_templates, with provenance), each a case
+the corpus did not cover: a call written only in history."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from gguftpl.templates import probes
+from gguftpl.templates.analysis import analyze_template_text
+from gguftpl.templates.dialect import classify, render_call
+
+REAL = Path(__file__).resolve().parent / "data" / "real_templates"
+
+
+def _text(name: str) -> str:
+    return (REAL / name).read_text(encoding="utf-8")
+
+
+def _codes(report: object) -> set[str]:
+    return {f["code"] for f in report.details["findings"]}  # type: ignore[attr-defined]
+
+
+def test_every_real_template_has_provenance() -> None:
+    provenance = (REAL / "PROVENANCE.md").read_text(encoding="utf-8")
+    files = sorted(REAL.glob("*.jinja"))
+    assert files
+    for path in files:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert re.search(rf"\| {re.escape(path.name)} \| .+ \| \d+ \| {digest} \|", provenance), path.name
+
+
+def test_call_written_only_in_history_is_found() -> None:
+    """Nemotron's template renders a final assistant message as a prefill (content only); its calls appear
+    once the conversation goes on. Before, audit reported GT203 and dialect 'none' for it."""
+    text = _text("vllm-tool_chat_template_nemotron_json.jinja")
+    rendering = render_call(text)
+    assert rendering.rendered_call
+    assert rendering.text.startswith("<TOOLCALL>[") and rendering.text.endswith("]</TOOLCALL>")
+    assert probes.CANARY_TOOL_NAME in rendering.text and probes.CANARY_ARG_VALUE in rendering.text
+    report = analyze_template_text(text, bos_token="<s>", eos_token="</s>")
+    assert report.renders_tool_calls is True
+    assert report.dialect == "generic-json"
+    assert "GT203" not in _codes(report)
+
+
+def test_template_that_never_writes_calls_still_gets_gt203() -> None:
+    """Continuing the conversation must not invent a call: a template that prints only the content of an
+    assistant message keeps its GT203 (the call probe tries three endings, none renders the call)."""
+    content_only = _text("vllm-tool_chat_template_nemotron_json.jinja").replace(
+        "{%- if message.tool_calls -%}", "{%- if false -%}"
+    )
+    report = analyze_template_text(content_only, bos_token="<s>", eos_token="</s>")
+    assert report.renders_tool_calls is False
+    assert "GT203" in _codes(report)
+
+
+def test_name_keyed_json_calls_are_apertus() -> None:
+    assert classify('<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>') == ("apertus", "rendered")
+    assert classify('[{"f": {}}, {"g": {"x": 2}}]') == ("apertus", "rendered")
+    # a call object with named parts stays generic JSON; a bare scalar value is not a call
+    assert classify('[{"name": "f", "arguments": {"x": 1}}]') == ("generic-json", "rendered")
+    assert classify('{"f": 1}') == ("unknown", "rendered")

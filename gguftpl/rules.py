@@ -318,6 +318,20 @@ TOOL_DATA_AS_PYTHON_REPR = register(
         "`{{ a if a is string else a | tojson }}`).",
     )
 )
+CALL_ID_IN_PLACE_OF_NAME = register(
+    Rule(
+        "GT209",
+        "call-id-in-place-of-name",
+        Severity.INFO,
+        "The template writes a tool call's `id` where the function's name belongs, and not the name.",
+        why="The name reaches the history only inside ids shaped like `functions.NAME:0` (Kimi K2's convention, "
+        "which llama.cpp's parser gives back as the call id). A client or runtime that mints its own ids "
+        "(`call_abc123`) sends calls the model cannot tell apart: it sees which call, not which tool.",
+        example="`<|tool_call_begin|>{{ tool_call.id }}<|tool_call_argument_begin|>…` (Kimi K2 Thinking).",
+        fix="Keep the ids llama.cpp returns when sending calls back, or build the id from the name in the "
+        "template: `{{ 'functions.' + tool_call.function.name + ':' + loop.index0 | string }}`.",
+    )
+)
 
 # GT3xx: special tokens
 MARKER_NOT_IN_VOCAB = register(

@@ -1,12 +1,14 @@
 """Real templates from outside the llama.cpp corpus (tests/data/real_templates, with provenance), each a case
-the corpus did not cover: a call written only in history."""
+the corpus did not cover: a call written only in history, and a call id written where the name belongs."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+from gguftpl.audit import audit_file
 from gguftpl.templates import probes
 from gguftpl.templates.analysis import analyze_template_text
 from gguftpl.templates.dialect import classify, render_call
@@ -54,6 +56,33 @@ def test_template_that_never_writes_calls_still_gets_gt203() -> None:
     report = analyze_template_text(content_only, bos_token="<s>", eos_token="</s>")
     assert report.renders_tool_calls is False
     assert "GT203" in _codes(report)
+
+
+def test_call_id_written_where_the_name_belongs_is_reported() -> None:
+    report = analyze_template_text(_text("moonshotai-Kimi-K2-Thinking.jinja"), bos_token="<s>", eos_token="</s>")
+    assert report.dialect == "kimi"
+    found = {f["code"]: f for f in report.details["findings"]}
+    assert "GT209" in found
+    assert probes.CANARY_CALL_ID in found["GT209"]["evidence"]
+    assert f"functions.{probes.CANARY_TOOL_NAME}:0" in found["GT209"]["message"]
+    assert report.details["call_id_in_place_of_name"] is True
+
+
+def test_kimi_templates_that_build_the_id_from_the_name_are_not_reported() -> None:
+    corpus = REAL.parent / "templates"
+    for name in ("moonshotai-Kimi-K2.jinja", "Kimi-K2-Instruct.jinja"):
+        text = (corpus / name).read_text(encoding="utf-8")
+        assert "GT209" not in _codes(analyze_template_text(text, bos_token="<s>", eos_token="</s>")), name
+
+
+def test_audit_reports_the_call_id_on_a_gguf(make_gguf: Callable[..., Path]) -> None:
+    text = _text("moonshotai-Kimi-K2-Thinking.jinja")
+    specials = sorted(set(re.findall(r"<\|[a-z_]+\|>", text)))
+    path = make_gguf("kimi.gguf", templates={"default": text}, specials=tuple(specials), bos=None, eos="<|im_end|>")
+    result = audit_file(path, engine="hf-only")
+    gt209 = [f for f in result.findings if f.code == "GT209"]
+    assert len(gt209) == 1 and gt209[0].template == "default"
+    assert gt209[0].severity.value == "info"
 
 
 def test_name_keyed_json_calls_are_apertus() -> None:

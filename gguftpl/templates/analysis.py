@@ -324,6 +324,8 @@ def analyze_template_text(
             details["call_content_none"] = rendering.content_none
             call = probes.tool_call(string_arguments=rendering.string_arguments)
             call_content = None if rendering.content_none else ""
+            if rendering.rendered_call:
+                _call_id_findings(text, rendering, bos_token, eos_token, details, pending)
         except TemplateRenderError as e:
             if e.kind in ("timeout", "too_large", "memory"):
                 s.overrun = e
@@ -462,6 +464,42 @@ def analyze_template_text(
         )
     timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
     return report
+
+
+def _call_id_findings(
+    text: str,
+    rendering: Any,
+    bos_token: str,
+    eos_token: str,
+    details: dict[str, Any],
+    pending: list[dict[str, Any]],
+) -> None:
+    """The rendered call carries its id but not its function name: render it again with an id that carries
+    the name (``functions.NAME:0``, Kimi K2's form); the name appearing then proves the template writes the
+    id where the name belongs."""
+    from gguftpl.templates import dialect as dialects
+
+    name = probes.CANARY_TOOL_NAME
+    if name in rendering.text or probes.CANARY_CALL_ID not in rendering.text:
+        return
+    named_id = f"functions.{name}:0"
+    call = {**probes.tool_call(string_arguments=rendering.string_arguments), "id": named_id}
+    try:
+        again = dialects.render_call(text, call, bos_token=bos_token, eos_token=eos_token)
+    except TemplateRenderError:
+        return
+    if name not in again.text:
+        return
+    details["call_id_in_place_of_name"] = True
+    pending.append(
+        _pending(
+            rules.CALL_ID_IN_PLACE_OF_NAME,
+            f"a tool call is written with its id ({probes.CANARY_CALL_ID!r}) where the function's name belongs: "
+            f"the name reaches the prompt only when the id carries it ({named_id!r}, as llama.cpp returns ids); "
+            "ids a client mints itself lose it",
+            evidence=_around(rendering.text, probes.CANARY_CALL_ID, 120),
+        )
+    )
 
 
 def _python_repr_findings(

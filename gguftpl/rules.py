@@ -217,6 +217,18 @@ SYSTEM_ROLE_UNSUPPORTED = register(
         fix="Nothing to do for llama.cpp; elsewhere put the system text in the first user message.",
     )
 )
+MESSAGE_DROPPED = register(
+    Rule(
+        "GT105",
+        "message-dropped",
+        Severity.WARNING,
+        "A system message or an assistant reply in history renders without error but never reaches the prompt.",
+        why="The template has no branch for that role, so the text vanishes silently: a system prompt (and any "
+        "instructions in it) is ignored, or the model never sees its own earlier answers in a multi-turn chat.",
+        example="A loop that writes only `{% if message['role'] == 'user' %}` turns.",
+        fix="Use the upstream template, which renders every role.",
+    )
+)
 
 # GT2xx: tool calling
 TOOLS_NOT_RENDERED = register(

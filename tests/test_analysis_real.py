@@ -1,5 +1,6 @@
 """Real templates from outside the llama.cpp corpus (tests/data/real_templates, with provenance), each a case
-the corpus did not cover: a call written only in history, and a call id written where the name belongs."""
+the corpus did not cover: a call written only in history, a call id written where the name belongs, and
+messages a template drops without an error."""
 
 from __future__ import annotations
 
@@ -91,3 +92,19 @@ def test_name_keyed_json_calls_are_apertus() -> None:
     # a call object with named parts stays generic JSON; a bare scalar value is not a call
     assert classify('[{"name": "f", "arguments": {"x": 1}}]') == ("generic-json", "rendered")
     assert classify('{"f": 1}') == ("unknown", "rendered")
+
+
+def test_messages_a_template_drops_silently_are_reported() -> None:
+    report = analyze_template_text(_text("vllm-tool_chat_template_granite.jinja"), bos_token="<s>", eos_token="</s>")
+    gt105 = [f for f in report.details["findings"] if f["code"] == "GT105"]
+    assert {f["extra"]["role"] for f in gt105} == {"system", "assistant"}
+    assert all(f.get("severity", "warning") == "warning" for f in gt105)
+    assert report.details["dropped"] == ["system message", "assistant reply"]
+    # the tools do reach the prompt; calls and results do not
+    assert report.tools_in_prompt is True
+    assert {"GT203", "GT204"} <= _codes(report)
+
+
+def test_a_template_that_keeps_every_role_has_no_gt105() -> None:
+    kimi = analyze_template_text(_text("moonshotai-Kimi-K2-Thinking.jinja"), bos_token="<s>", eos_token="</s>")
+    assert "GT105" not in _codes(kimi) and "dropped" not in kimi.details

@@ -354,6 +354,7 @@ def analyze_template_text(
     if multi is not None:
         eot = tokens.end_of_turn_marker(multi, probes.CANARY_ASSISTANT, eos_token)
         details["end_of_turn"] = eot
+    _dropped_message_findings(with_system, multi, details, pending)
     _behavioural_triggers(s, ast, plain, base_tools, pending)
     rendered_all = [p for p in (plain, with_tools, round_trip, multi, call_text) if p]
     details["markers"] = tokens.control_markers(rendered_all)
@@ -464,6 +465,29 @@ def analyze_template_text(
         )
     timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
     return report
+
+
+def _dropped_message_findings(
+    with_system: str | None, multi: str | None, details: dict[str, Any], pending: list[dict[str, Any]]
+) -> None:
+    """A probe that rendered without error but lost a message's text: the system probe's system text, or
+    the multi-turn probe's assistant reply (both strings no template contains)."""
+    checks = (
+        (with_system, probes.CANARY_SYSTEM, "system message", "a system message"),
+        (multi, probes.CANARY_ASSISTANT, "assistant reply", "an assistant reply in history"),
+    )
+    for prompt, canary, what, subject in checks:
+        if prompt is None or canary in prompt:
+            continue
+        details.setdefault("dropped", []).append(what)
+        pending.append(
+            _pending(
+                rules.MESSAGE_DROPPED,
+                f"{subject} never reaches the prompt: the template renders without it ({canary!r} is missing)",
+                evidence=_trim(prompt, 200),
+                role=what.split()[0],
+            )
+        )
 
 
 def _call_id_findings(

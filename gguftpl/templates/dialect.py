@@ -115,7 +115,8 @@ def render_call(
 
     The call is tried as the last message first; a template may treat a final assistant message as a
     prefill to continue (its content only, calls dropped) and write calls only in history, so when that
-    renders no call the conversation goes on with a tool result, then with a user turn."""
+    renders no call the conversation goes on with a tool result (or, for a template that refuses that
+    continuation, with a user turn)."""
     if tools is None:
         tools = probes.canary_tools()
     call = call or probes.tool_call()
@@ -134,7 +135,9 @@ def render_call(
             continue
         if rendering.rendered_call:
             return rendering
-        first = first or rendering
+        if first is not None:
+            break  # the continuations are alternatives: one that renders is enough
+        first = rendering
     if first is not None:
         return first
     assert first_error is not None

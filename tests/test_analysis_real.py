@@ -108,3 +108,20 @@ def test_messages_a_template_drops_silently_are_reported() -> None:
 def test_a_template_that_keeps_every_role_has_no_gt105() -> None:
     kimi = analyze_template_text(_text("moonshotai-Kimi-K2-Thinking.jinja"), bos_token="<s>", eos_token="</s>")
     assert "GT105" not in _codes(kimi) and "dropped" not in kimi.details
+
+
+def test_gt105_needs_the_user_text_in_the_prompt() -> None:
+    """A template that renders no message at all (here: nothing) is not reported as dropping a role."""
+    for text in ("", "{{ bos_token }}"):
+        assert "GT105" not in _codes(analyze_template_text(text, bos_token="<s>"))
+
+
+def test_a_template_that_does_not_parse_still_names_the_dialect_its_text_teaches() -> None:
+    """vLLM's DeepSeek-V3.1 tool template has `{% set tool_json = tool | tojson}` (no `%`): nothing renders,
+    but its text spells out DeepSeek's call markers. Before, the dialect was 'unknown'."""
+    text = _text("vllm-tool_chat_template_deepseekv31.jinja")
+    report = analyze_template_text(text, bos_token="<s>", eos_token="</s>")
+    assert "GT102" in _codes(report)
+    assert (report.dialect, report.details["dialect_source"]) == ("deepseek", "literal")
+    broken_chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    assert analyze_template_text(broken_chatml).dialect == "unknown"

@@ -252,7 +252,10 @@ def analyze_template_text(
         )
     timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
     if ast is None:
-        report.dialect = "unknown" if text.strip() else "none"
+        # nothing renders, but the format the template's text teaches is still worth naming
+        dialect, source = dialects.classify("", text) if text.strip() else ("none", "")
+        report.dialect = dialect if source or not text.strip() else "unknown"
+        details["dialect_source"] = source
         timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
         return report
 
@@ -471,13 +474,14 @@ def _dropped_message_findings(
     with_system: str | None, multi: str | None, details: dict[str, Any], pending: list[dict[str, Any]]
 ) -> None:
     """A probe that rendered without error but lost a message's text: the system probe's system text, or
-    the multi-turn probe's assistant reply (both strings no template contains)."""
+    the multi-turn probe's assistant reply (both strings no template contains). Only when the user's text
+    did reach the prompt: a template that renders no message at all is a different failure."""
     checks = (
         (with_system, probes.CANARY_SYSTEM, "system message", "a system message"),
         (multi, probes.CANARY_ASSISTANT, "assistant reply", "an assistant reply in history"),
     )
     for prompt, canary, what, subject in checks:
-        if prompt is None or canary in prompt:
+        if prompt is None or canary in prompt or probes.CANARY_USER not in prompt:
             continue
         details.setdefault("dropped", []).append(what)
         pending.append(

@@ -740,6 +740,11 @@ def verify_file(
     t0 = time.perf_counter()
     if session is None:
         bombs = _render_bombs(path)
+        if not bombs and tools:
+            # the tool stages render the user's tools in llama.cpp: a template may blow up only on those
+            from gguftpl.tools import openai_tools
+
+            bombs = _render_bombs(path, tools=openai_tools(tools))
         if bombs:
             return _bomb_result(path, bombs, time.perf_counter() - t0, load_weights)
         try:
@@ -771,17 +776,22 @@ def _check_regular(path: str) -> None:
 
 
 def _render_bombs(
-    path: str, messages: list[Message] | None = None, tools: list[dict[str, Any]] | None = None
+    path: str,
+    messages: list[Message] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    also_load: Sequence[str] = (),
 ) -> list[str]:
     """Templates of ``path`` that transformers' bounded renderer had to stop (time, output size, memory,
     recursion) on ``messages``/``tools`` (default: the probe conversation). llama.cpp renders with no such
     limits, inside this process: such a template would hang, eat the memory, or overflow the C stack and
     kill the process (a self-calling macro, thousands of nested brackets). Rendered with llama.cpp's
-    leniencies so a template that only llama.cpp accepts still gets as far as it would there."""
+    leniencies so a template that only llama.cpp accepts still gets as far as it would there. Then the
+    templates llama.cpp will load (default, tool_use and ``also_load``) are loaded in the parse-check child:
+    one that hangs or crashes it there is a bomb too."""
     from gguftpl.gguf.reader import read_header
     from gguftpl.templates import probes
     from gguftpl.templates.hfrender import TemplateRenderError, render_hf
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.templates.templateset import load_templateset, sha256_text, special_token_text
 
     try:
         header = read_header(path)
@@ -789,14 +799,36 @@ def _render_bombs(
         return []  # the session reports an unreadable file in its own words
     msgs = messages if messages is not None else probes.tools_conversation()
     tl = tools if tools is not None else probes.canary_tools()
+    tset = load_templateset(header)
+    # llama.cpp passes the file's own bos/eos texts: `bos_token * 10**7` is empty without them, 120 MB with
+    bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
     bombs: list[str] = []
-    for name, tpl in load_templateset(header).templates.items():
+    for name, tpl in tset.templates.items():
         try:
-            render_hf(tpl.text, msgs, tl or None, True, lenient=True)
+            render_hf(tpl.text, msgs, tl or None, True, bos, eos, lenient=True)
         except TemplateRenderError as exc:
             if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
-                bombs.append(f"{name}: {exc}")
+                bombs.append(f"{name}: transformers' bounded renderer had to stop: {exc}")
+    if bombs:
+        return bombs
+    # Loading renders the template too, on llama.cpp's own probe inputs (two tools, parallel calls, …) that no
+    # conversation of ours reproduces: a template that loops only on those hung this process for good. So the
+    # templates llama.cpp will load are first loaded in the parse-check child, bounded in time and memory.
+    loaded = {name: tpl.text for name, tpl in tset.templates.items() if name in (*_LOADED, *also_load)}
+    verdicts = parse_check(list(loaded.values()), timeout=LOAD_CHECK_TIMEOUT) if loaded else {}
+    for name, text in loaded.items():
+        error = verdicts.get(sha256_text(text))
+        if error and error.startswith(_LLAMACPP_OWN_VERDICTS):
+            bombs.append(f"{name}: {error}")
     return bombs
+
+
+_LOADED = ("default", "tool_use")
+"""The templates llama.cpp loads from a GGUF (a file's other named templates stay unread)."""
+_LLAMACPP_OWN_VERDICTS = ("llama.cpp crashed", "llama.cpp did not finish")
+LOAD_CHECK_TIMEOUT = 20.0
+"""Seconds verify and render wait for a template to load in the parse-check child before calling it a hang
+(a plain load takes 0.1-0.7 s)."""
 
 
 def _bomb_result(path: str, bombs: list[str], seconds: float, load_weights: bool = False) -> VerifyResult:
@@ -804,7 +836,7 @@ def _bomb_result(path: str, bombs: list[str], seconds: float, load_weights: bool
         Stage(
             STAGE_SELECTION,
             FAIL,
-            "not run through llama.cpp: transformers' bounded renderer had to stop "
+            "not run through llama.cpp: "
             + "; ".join(bombs[:3])
             + ". llama.cpp renders without limits, so this template would hang or crash it",
             {"template": "render-bomb", "bombs": bombs},
@@ -1440,13 +1472,12 @@ def render_prompt(
         used = name
     else:
         override = texts[name] if template is not None and name is not None else None
-        bombs = _render_bombs(path, msgs, tl)
+        bombs = _render_bombs(path, msgs, tl, also_load=[name] if override is not None and name else [])
         if bombs:
             from gguftpl.errors import TemplateError
 
             raise TemplateError(
-                "not rendered in llama.cpp, which has no time, size or recursion limits: transformers' bounded "
-                "renderer had to stop " + "; ".join(bombs[:3])
+                "not rendered in llama.cpp, which has no time, size or recursion limits: " + "; ".join(bombs[:3])
             )
         with LlamaCppSession(path, load_weights=load_weights, chat_template=override) as s:
             prompt = s.apply_template(msgs, tl or None, add_generation_prompt=add_generation_prompt)
@@ -1591,6 +1622,25 @@ def _parse_one(text: str) -> dict[str, Any]:
         return {"unchecked": f"{type(exc).__name__}: {exc}"}
 
 
+def _memory_bounded(load: Any, text: str) -> dict[str, Any]:
+    """``load(text)``, judged by how far it raised this process's peak memory: llama.cpp swallows the
+    std::bad_alloc of its load-time render under the address-space cap and loads anyway, and the caller,
+    which renders without the cap, would then take all of the machine's memory."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    answer = load(text)
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # KiB on Linux
+    if grew > _PARSE_MEMORY_HEADROOM // 2:
+        return {
+            "error": f"llama.cpp did not finish loading this template within {_PARSE_MEMORY_HEADROOM >> 30} GiB "
+            "of memory (it renders the template at load without limits): llama-server would exhaust the "
+            "memory at startup",
+            "restart": True,
+        }
+    return dict(answer)
+
+
 def _parse_worker() -> None:
     """The parse-check child process: one JSON request per line on stdin, one answer per line on the
     original stdout. llama.cpp's own prints go to stderr (its fd 1 is pointed there), never into the
@@ -1600,15 +1650,38 @@ def _parse_worker() -> None:
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    _cap_address_space(_PARSE_MEMORY_HEADROOM)
     for line in sys.stdin:
         try:
             text = json.loads(line)["text"]
         except (ValueError, KeyError, TypeError) as exc:
             answer: dict[str, Any] = {"unchecked": f"bad request: {exc}"}
         else:
-            answer = _parse_one(text)
+            answer = _memory_bounded(_parse_one, text)
         out.write(json.dumps(answer) + "\n")
         out.flush()
+        if answer.get("restart"):
+            break  # its peak memory stays high: a fresh worker measures the next template
+
+
+_PARSE_MEMORY_HEADROOM = 2 << 30
+"""Bytes of address space the parse-check child may grow by after its imports: a stand-in load needs tens of
+MB, a template that renders gigabytes at load grew it by 24 GB in 100 s (the machine's memory, not ours)."""
+
+
+def _cap_address_space(headroom: int) -> None:
+    try:
+        import resource
+
+        import xllamacpp  # noqa: F401 - its libraries count as the start, not as growth
+
+        with open("/proc/self/statm") as f:
+            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = current + headroom if hard == resource.RLIM_INFINITY else min(current + headroom, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    except (OSError, ValueError, ImportError):
+        pass  # not Linux: the time bound still holds
 
 
 def _signal_name(code: int) -> str:
@@ -1709,10 +1782,13 @@ class _ParseChecker:
         line = self._readline(proc, timeout)
         if line is not None:
             try:
-                return dict(json.loads(line))
+                answer = dict(json.loads(line))
             except ValueError:
                 self._kill()
                 return {"unchecked": "the parse-check worker answered garbage"}
+            if answer.get("restart"):
+                self._kill()  # the worker ends itself; wait for it so the next text gets a fresh one
+            return answer
         hung = not self._eof
         code = self._kill()
         if hung:

@@ -13,6 +13,8 @@ Rendering itself is transformers' ``render_jinja_template`` (same environment, f
 from __future__ import annotations
 
 import atexit
+import functools
+import hashlib
 import json
 import os
 import queue
@@ -260,6 +262,10 @@ def _template_line(exc: BaseException) -> int | None:
     return found
 
 
+_COMPILE_FAILURES: dict[tuple[bytes, bool], dict[str, Any]] = {}
+_MAX_COMPILE_FAILURES = 64
+
+
 def _worker_render(req: dict[str, Any]) -> dict[str, Any]:
     import jinja2
     from jinja2.exceptions import SecurityError, TemplateSyntaxError
@@ -268,10 +274,16 @@ def _worker_render(req: dict[str, Any]) -> dict[str, Any]:
     text = req["template"]
     limit = int(req.get("max_output") or DEFAULT_MAX_OUTPUT)
     lenient = bool(req.get("lenient"))
+    # A template that fails to compile fails the same way every time; transformers caches only successes,
+    # so without this an audit recompiled it for every probe (a 50,000-term expression: ~2 s each, 30+ renders).
+    key = (hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), lenient)
+    failed = _COMPILE_FAILURES.get(key)
+    if failed is not None:
+        return failed
     try:
         compiled = _lenient_compile(text) if lenient else ctu._compile_jinja_template(text)
     except TemplateSyntaxError as e:
-        return {
+        failed = {
             "ok": False,
             "kind": "syntax",
             "type": type(e).__name__,
@@ -279,7 +291,7 @@ def _worker_render(req: dict[str, Any]) -> dict[str, Any]:
             "line": e.lineno,
         }
     except MemoryError:
-        return {
+        failed = {
             "ok": False,
             "kind": "memory",
             "type": "MemoryError",
@@ -287,13 +299,18 @@ def _worker_render(req: dict[str, Any]) -> dict[str, Any]:
             "line": None,
         }
     except Exception as e:  # a hostile template can raise anything while compiling (constant folding)
-        return {
+        failed = {
             "ok": False,
             "kind": "render",
             "type": type(e).__name__,
             "message": str(e)[:2000],
             "line": _template_line(e),
         }
+    if failed is not None:
+        if len(_COMPILE_FAILURES) >= _MAX_COMPILE_FAILURES:
+            _COMPILE_FAILURES.pop(next(iter(_COMPILE_FAILURES)))
+        _COMPILE_FAILURES[key] = failed
+        return failed
 
     def bounded_render(*args: Any, **kw: Any) -> str:
         # Template.render, streamed, so a template printing gigabytes stops at `limit` characters.
@@ -395,6 +412,9 @@ def _lenient_compile(text: str) -> Any:
         gen_ext = next(type(e) for e in make_parse_env().extensions.values() if "generation" in e.tags)
         env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[gen_ext, jinja2.ext.loopcontrols])
         env.globals.update({k: reference.globals[k] for k in ("raise_exception", "strftime_now", "dict", "namespace")})
+        # llama.cpp's range has no MAX_RANGE: jinja2's sandbox refusing range(10**9) at once hid a loop that
+        # runs (and allocates) for minutes there. A lazy range runs into the time and size bounds instead.
+        env.globals["range"] = range
 
         def tojson(
             x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
@@ -410,6 +430,12 @@ def _lenient_compile(text: str) -> Any:
 
         env.filters["tojson"] = tojson
         _LENIENT_ENV = env
+    return _lenient_from_string(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _lenient_from_string(text: str) -> Any:
+    # as transformers caches its own compiles: a lenient audit renders one template a dozen times
     return _LENIENT_ENV.from_string(text)
 
 

@@ -1,0 +1,136 @@
+"""Hostile inputs, second round: templates that the bounded renderer must catch before llama.cpp runs them,
+odd but valid metadata, hostile tool files and MCP servers, and outputs that name the input another way.
+
+Each test is a defect found by running every command over such inputs; ``tests/test_hostile_cli.py`` holds
+the first round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHATML
+
+MakeGGUF = Callable[..., Path]
+SAFETY_TIMEOUT = 600  # seconds; a safety net only, the tool must bound itself long before
+
+
+def run_gguftpl(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gguftpl", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_TIMEOUT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gguftpl: error:"), proc.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def _tool(name: str, parameters: dict | None = None) -> dict:
+    params = parameters or {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    return {"type": "function", "function": {"name": name, "description": "d", "parameters": params}}
+
+
+# --- templates that only llama.cpp would run to the end ---------------------------------------------------
+
+
+def test_lenient_render_has_llamacpp_range_so_a_billion_step_loop_is_a_bomb() -> None:
+    """jinja2's sandbox refuses range(10**9) at once (OverflowError), so the bomb check saw a plain render
+    error; llama.cpp has no such bound and ran the loop in-process (7.5 GB, never returned)."""
+    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+
+    with pytest.raises(TemplateRenderError) as info:
+        render_hf("{% for i in range(1000000000) %}x{% endfor %}", [], lenient=True)
+    assert info.value.kind == "too_large", info.value
+    # the strict (transformers) renderer keeps jinja2's bound: that is what transformers does
+    with pytest.raises(TemplateRenderError, match="MAX_RANGE"):
+        render_hf("{% for i in range(1000000000) %}x{% endfor %}", [])
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in range(1000000000) %}x{% endfor %}" + CHATML,  # llama.cpp: 7.5 GB and no end
+        "{{ bos_token * 10000000 }}" + CHATML,  # empty without the file's bos text; 120 MB with it
+    ],
+)
+def test_bombs_that_jinja2_refuses_or_that_need_the_files_tokens_never_reach_llamacpp(
+    make_gguf: MakeGGUF, template: str
+) -> None:
+    pytest.importorskip("xllamacpp")
+    path = make_gguf("bomb.gguf", templates={"default": template})
+    proc = run_gguftpl("verify", "--format", "json", path)
+    assert proc.returncode == 1, proc.stderr
+    first = json.loads(proc.stdout)["stages"][0]
+    assert first["status"] == "fail" and "not run through llama.cpp" in first["evidence"], first
+    one_line_error(run_gguftpl("render", "--engine", "llamacpp", path), "not rendered in llama.cpp")
+
+
+def test_a_template_that_blows_up_only_on_the_users_tools_never_reaches_llamacpp(
+    make_gguf: MakeGGUF, tmp_path: Path
+) -> None:
+    """The bomb check rendered the canary tool only; `verify --tools` then rendered the user's tools in
+    llama.cpp, where this template looped a billion times (23 GB before it was killed)."""
+    pytest.importorskip("xllamacpp")
+    template = (
+        "{% for t in tools or [] %}{% if t.function.name == 'boom' %}{% for i in range(1000000000) %}x"
+        "{% endfor %}{% endif %}{% endfor %}{% if tools %}{{ tools|tojson }}{% endif %}" + CHATML
+    )
+    path = make_gguf("bomb.gguf", templates={"default": template})
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([_tool("boom")]), encoding="utf-8")
+    proc = run_gguftpl("verify", "--format", "json", "--tools", tools, path)
+    assert proc.returncode == 1, proc.stderr
+    first = json.loads(proc.stdout)["stages"][0]
+    assert first["status"] == "fail" and "not run through llama.cpp" in first["evidence"], first
+    # another tool name: the same template is harmless and goes through llama.cpp
+    tools.write_text(json.dumps([_tool("calm")]), encoding="utf-8")
+    proc = run_gguftpl("verify", "--format", "json", "--tools", tools, path)
+    assert "not run through llama.cpp" not in proc.stdout, proc.stdout[:2000]
+
+
+def test_a_template_that_blows_up_only_on_llamacpps_own_load_probe_never_loads_in_process(
+    make_gguf: MakeGGUF,
+) -> None:
+    """llama.cpp renders the template while loading it, with inputs of its own (two tools): this template
+    is harmless on every conversation gguftpl renders, and took 24 GB in-process before the OOM killer came.
+    Now its load is tried in the parse-check child first, whose memory is capped and measured."""
+    pytest.importorskip("xllamacpp")
+    template = (
+        "{% if tools and tools|length > 1 %}{% for i in range(1000000000) %}{{ 'x' * 1000000 }}{% endfor %}"
+        "{% endif %}{% if tools %}{{ tools|tojson }}{% endif %}" + CHATML
+    )
+    path = make_gguf("probe-bomb.gguf", templates={"default": template})
+    proc = run_gguftpl("verify", "--format", "json", path)
+    assert proc.returncode == 1, proc.stderr
+    first = json.loads(proc.stdout)["stages"][0]
+    assert first["status"] == "fail" and "not run through llama.cpp" in first["evidence"], first
+    assert "did not finish loading this template" in first["evidence"], first
+
+
+def test_a_compile_failure_is_remembered_by_the_render_worker() -> None:
+    """transformers caches only templates that compile: one whose compile fails (a 5,000-term sum overflows
+    the compiler's recursion) was compiled again for each of an audit's ~30 renders (80 s for one file)."""
+    from gguftpl.templates.hfrender import _worker_render
+
+    text = "{{ " + " + ".join(["'a'"] * 5000) + " }}"
+    for lenient in (False, True):
+        req = {"template": text, "messages": [], "tools": None, "add_generation_prompt": True, "lenient": lenient}
+        first = _worker_render(req)
+        assert first["ok"] is False and first["type"] == "RecursionError", first
+        assert _worker_render(dict(req)) is first  # the remembered reply, not a second compile

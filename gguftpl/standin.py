@@ -158,7 +158,14 @@ def standin_kv(
     tokens_item = tok.get("tokenizer.ggml.tokens")
     model = tok.get("tokenizer.ggml.model")
     model_name = model.value if isinstance(model, Typed) else None
-    if tokens_item is None or not tokens_item.value or model_name in (None, "none"):
+    # tokens that are no array of strings (a UINT32, an INT32 array) are no vocabulary either
+    usable = (
+        isinstance(tokens_item, Typed)
+        and tokens_item.type == ValueType.ARRAY
+        and tokens_item.elem_type == ValueType.STRING
+        and bool(tokens_item.value)
+    )
+    if not usable or model_name in (None, "none"):
         tok, added = byte_level_tokenizer(template_markers(templates.values()))
         info.vocab = "byte-level"
         info.added_tokens = added
@@ -166,7 +173,7 @@ def standin_kv(
             "the file has no usable vocabulary: byte-level GPT-2 tokens plus the templates' control markers "
             f"({len(added)} added as CONTROL tokens)"
         )
-    elif "tokenizer.ggml.eos_token_id" not in tok:
+    elif "tokenizer.ggml.eos_token_id" not in tok and isinstance(tokens_item, Typed):
         # generation must end at once in the parse check; without an EOS id nothing would stop it
         tokens = list(tokens_item.value)
         tokens.append(STOP_TOKEN)

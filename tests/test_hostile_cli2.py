@@ -134,3 +134,19 @@ def test_a_compile_failure_is_remembered_by_the_render_worker() -> None:
         first = _worker_render(req)
         assert first["ok"] is False and first["type"] == "RecursionError", first
         assert _worker_render(dict(req)) is first  # the remembered reply, not a second compile
+
+
+# --- metadata that is valid GGUF but odd ---------------------------------------------------------------------
+
+
+def test_verify_with_tokens_that_are_no_string_array_uses_a_byte_level_stand_in(make_gguf: MakeGGUF) -> None:
+    """tokenizer.ggml.tokens as a UINT32 was an 'unexpected TypeError' from the stand-in builder."""
+    pytest.importorskip("xllamacpp")
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.writer import Typed
+
+    for i, value in enumerate((Typed(ValueType.UINT32, 1), Typed(ValueType.ARRAY, [1, 2, 3], ValueType.INT32))):
+        path = make_gguf(f"t{i}.gguf", templates={"default": CHATML}, extra_kv={"tokenizer.ggml.tokens": value})
+        proc = run_gguftpl("verify", "--format", "json", path)
+        assert proc.returncode in (0, 1), proc.stderr
+        assert json.loads(proc.stdout)["stages"][0]["status"] == "pass", proc.stdout[:2000]

@@ -150,3 +150,27 @@ def test_verify_with_tokens_that_are_no_string_array_uses_a_byte_level_stand_in(
         proc = run_gguftpl("verify", "--format", "json", path)
         assert proc.returncode in (0, 1), proc.stderr
         assert json.loads(proc.stdout)["stages"][0]["status"] == "pass", proc.stdout[:2000]
+
+
+def test_many_named_templates_are_analysed_once_per_text_and_within_a_bound(
+    make_gguf: MakeGGUF, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10,000 named templates: the audit analysed each one (identical texts too) and ran for minutes."""
+    from click.testing import CliRunner
+
+    from gguftpl.cli import main_group
+    from gguftpl.templates import analysis
+
+    monkeypatch.setattr(analysis, "MAX_ANALYSED_TEXTS", 4)  # the real bound is 64; the logic is the same
+    same = {f"s{i:03d}": CHATML + "{# same #}" for i in range(300)}
+    distinct = {f"t{i}": CHATML + f"{{# {i} #}}" for i in range(6)}
+    path = make_gguf("many.gguf", templates={"default": CHATML, **same, **distinct})
+    res = CliRunner().invoke(main_group, ["audit", "--engine", "hf-only", "--format", "json", str(path)])
+    assert res.exit_code in (0, 1), res.output
+    fa = json.loads(res.stdout)["files"][0]
+    names = [t["name"] for t in fa["templates"]]
+    assert len([n for n in names if n.startswith("s")]) == 300  # one analysis, 300 reports
+    assert len({t["sha256"] for t in fa["templates"]}) == 4
+    (skip,) = [f for f in fa["findings"] if "were not analysed" in f["message"]]
+    assert skip["code"] == "GT404" and skip["severity"] == "warning"
+    assert skip["message"].startswith("4 more named templates"), skip["message"]  # t2 to t5

@@ -7,6 +7,7 @@ Each question is answered from rendering (probe conversations with a canary tool
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -622,10 +623,15 @@ def _tools_not_rendered(report: TemplateReport, with_tools: str | None) -> dict[
 # ------------------------------------------------------------------------------------------ a template set
 
 
+MAX_ANALYSED_TEXTS = 64
+"""Distinct template texts one file's analysis renders; real files carry one to four."""
+
+
 def analyze_templateset(tset: TemplateSet, *, location_file: str, upstream_repo: str | None = None) -> SetAnalysis:
     """Analyse every template of ``tset`` and return the reports and sorted findings (template-level and
     file-level)."""
     from gguftpl.templates import tokens
+    from gguftpl.templates.templateset import template_key
 
     findings: list[Finding] = []
     reports: list[TemplateReport] = []
@@ -645,8 +651,30 @@ def analyze_templateset(tset: TemplateSet, *, location_file: str, upstream_repo:
         )
         return SetAnalysis([], findings)
 
+    # Each distinct text is analysed once (only `default` is judged differently by name), and at most
+    # MAX_ANALYSED_TEXTS of them: a file with 10,000 named templates took minutes per file.
+    done: dict[tuple[str, bool], TemplateReport] = {}
+    skipped: list[str] = []
     for name, tpl in tset.templates.items():
-        reports.append(analyze_template_text(tpl.text, name=name, bos_token=bos, eos_token=eos, key=tpl.key))
+        memo_key = (tpl.text, name == "default")
+        if memo_key in done:
+            reports.append(dataclasses.replace(done[memo_key], name=name, key=tpl.key))
+            continue
+        if len(done) >= MAX_ANALYSED_TEXTS and name not in ("default", "tool_use"):
+            skipped.append(name)
+            continue
+        done[memo_key] = analyze_template_text(tpl.text, name=name, bos_token=bos, eos_token=eos, key=tpl.key)
+        reports.append(done[memo_key])
+    if skipped:
+        findings.append(
+            make_finding(
+                rules.RENDER_RESOURCE_LIMIT,
+                f"{len(skipped):,} more named templates were not analysed: the analysis stops after "
+                f"{MAX_ANALYSED_TEXTS} distinct template texts (first skipped: {skipped[0][:80]!r})",
+                Location(location_file, template_key(skipped[0])),
+                severity=Severity.WARNING,
+            )
+        )
 
     tool_capable = [r.name for r in reports if r.name != "default" and r.tools_in_prompt]
     for r in reports:

@@ -158,6 +158,7 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
     props = schema.get("properties", {})
     if not isinstance(props, dict):
         raise ToolSourceError(f"{where}: 'properties' must be an object")
+    _check_schema_size(schema, where)
     import jsonschema
 
     try:
@@ -166,6 +167,30 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
         path = "/".join(map(str, exc.path)) or "(root)"
         raise ToolSourceError(f"{where}: invalid JSON Schema at {path}: {exc.message}") from None
     return schema
+
+
+MAX_SCHEMA_NODES = 5_000
+"""Objects and arrays one parameter schema may hold. jsonschema checks a schema against its metaschema at about
+a millisecond per subschema (100,000 `$defs` ran for minutes); real tool schemas hold tens to hundreds."""
+MAX_SCHEMA_DEPTH = 64
+"""Nesting one parameter schema may reach: deeper, jsonschema (and any host) overflows its recursion."""
+
+
+def _check_schema_size(schema: dict[str, Any], where: str) -> None:
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_SCHEMA_NODES:
+            raise ToolSourceError(
+                f"{where}: the parameter schema holds more than {MAX_SCHEMA_NODES:,} objects and arrays, "
+                "far past any real tool's; not checked"
+            )
+        if depth > MAX_SCHEMA_DEPTH:
+            raise ToolSourceError(f"{where}: the parameter schema is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
 
 
 def _check_unique(tools: Sequence[ToolSpec], source: str) -> None:

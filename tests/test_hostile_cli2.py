@@ -174,3 +174,42 @@ def test_many_named_templates_are_analysed_once_per_text_and_within_a_bound(
     (skip,) = [f for f in fa["findings"] if "were not analysed" in f["message"]]
     assert skip["code"] == "GT404" and skip["severity"] == "warning"
     assert skip["message"].startswith("4 more named templates"), skip["message"]  # t2 to t5
+
+
+# --- tool files ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parameters", "needle"),
+    [
+        # 400 nested anyOf: valid JSON, but jsonschema's check overflowed ("unexpected RecursionError")
+        (
+            {"type": "object", "properties": {"a": json.loads('{"anyOf": [' * 400 + "{}" + "]}" * 400)}},
+            "nested more than 64 levels deep",
+        ),
+        # 100,000 $defs: the metaschema check ran for minutes
+        (
+            {"type": "object", "properties": {}, "$defs": {f"d{i}": {"type": "string"} for i in range(100_000)}},
+            "more than 5,000 objects and arrays",
+        ),
+    ],
+)
+def test_oversized_tool_schemas_are_one_line_at_once(
+    make_gguf: MakeGGUF, tmp_path: Path, parameters: dict, needle: str
+) -> None:
+    from click.testing import CliRunner
+
+    from gguftpl.cli import main_group
+
+    model = make_gguf("m.gguf", templates={"default": CHATML})
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([_tool("f", parameters)]), encoding="utf-8")
+    res = CliRunner().invoke(main_group, ["render", str(model), "--tools", str(tools)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gguftpl: error:") and needle in lines[0], res.stderr
+    # a schema of real size with a 100,000-value enum (one array) is still accepted
+    big_enum = {"type": "object", "properties": {"a": {"enum": [f"v{i}" for i in range(100_000)]}}, "required": ["a"]}
+    tools.write_text(json.dumps([_tool("f", big_enum)]), encoding="utf-8")
+    res = CliRunner().invoke(main_group, ["render", "--no-color", str(model), "--tools", str(tools)])
+    assert res.exit_code == 0, res.output

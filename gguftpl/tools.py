@@ -80,6 +80,11 @@ def tools_from_json(data: Any, source: str = "<tools>") -> list[ToolSpec]:
     items = _tool_items(data, source)
     if not items:
         raise ToolSourceError(f"{source}: the tool list is empty")
+    if len(items) > MAX_TOOLS:
+        raise ToolSourceError(
+            f"{source}: {len(items):,} tools, more than the {MAX_TOOLS:,} one source may offer (hosts cap a "
+            "request far lower: OpenAI at 128)"
+        )
     tools = [_one_tool(item, f"{source}: tool #{i}", source) for i, item in enumerate(items)]
     _check_unique(tools, source)
     return tools
@@ -169,6 +174,9 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
     return schema
 
 
+MAX_TOOLS = 1_000
+"""Tools one file or server may offer: each schema is checked at about a millisecond and a half (100,000 tools
+ran for minutes), and every tool costs prompt context."""
 MAX_SCHEMA_NODES = 5_000
 """Objects and arrays one parameter schema may hold. jsonschema checks a schema against its metaschema at about
 a millisecond per subschema (100,000 `$defs` ran for minutes); real tool schemas hold tens to hundreds."""

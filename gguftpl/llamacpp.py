@@ -1043,7 +1043,10 @@ def _call_stage(
     data: dict[str, Any] = {"call_text": ct.text, "content_none": ct.content_none}
     if ct.call_id:
         data["call_id"] = ct.call_id
-    if ct.text.strip() and fn["name"] not in ct.text:
+    # text of the turn that carries neither the name nor an argument is the turn's own scaffolding
+    # ('ASSISTANT: ', '[TOOL_CALLS]'), not a call written without its name
+    call_written = fn["name"] in ct.text or any(str(v) in ct.text for v in _arg_values(expected_args))
+    if ct.text.strip() and fn["name"] not in ct.text and call_written:
         return (
             Stage(
                 STAGE_CALL,
@@ -1054,13 +1057,14 @@ def _call_stage(
             ),
             ct,
         )
-    if not ct.text.strip():
+    if not call_written:
+        shown = f"the turn renders as {ct.text!r}" if ct.text.strip() else f"inserted text: {ct.text!r}"
         return (
             Stage(
                 STAGE_CALL,
                 FAIL,
-                "the template writes no text for an assistant tool call, so there is no call format for "
-                f"llama.cpp to parse (inserted text: {ct.text!r})",
+                "the template writes no text for an assistant tool call (neither the function's name nor its "
+                f"arguments; {shown}), so there is no call format for llama.cpp to parse",
                 data,
             ),
             ct,
@@ -1109,13 +1113,16 @@ def _call_stage(
         )
     if not got:
         content = str(parsed.get("content") or "")
+        reasoning = str(parsed.get("reasoning_content") or "")
+        # llama.cpp may read the call as the model's reasoning (a template whose reasoning turn and call
+        # turn open alike): say where the call went, not only what was left as content
+        where = (
+            f"it took the call as reasoning ({reasoning!r}) and left content {content!r}"
+            if fn["name"] in reasoning
+            else f"it came back as content {content!r}"
+        )
         return (
-            Stage(
-                STAGE_CALL,
-                FAIL,
-                f"llama.cpp parsed no tool call from {ct.text!r}; it came back as content {content!r}",
-                data,
-            ),
+            Stage(STAGE_CALL, FAIL, f"llama.cpp parsed no tool call from {ct.text!r}; {where}", data),
             ct,
         )
     return (

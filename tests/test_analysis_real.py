@@ -125,3 +125,10 @@ def test_a_template_that_does_not_parse_still_names_the_dialect_its_text_teaches
     assert (report.dialect, report.details["dialect_source"]) == ("deepseek", "literal")
     broken_chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
     assert analyze_template_text(broken_chatml).dialect == "unknown"
+
+
+def test_mistral_example_drops_calls_and_the_system_message() -> None:
+    report = analyze_template_text(_text("vllm-tool_chat_template_mistral.jinja"), bos_token="<s>", eos_token="</s>")
+    assert report.renders_tool_calls is False and report.tools_in_prompt is True
+    assert {"GT203", "GT105"} <= _codes(report)
+    assert report.details["dropped"] == ["system message"]

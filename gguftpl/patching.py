@@ -212,6 +212,8 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
         if out is None:
             raise PatchError("give -o OUT, or --in-place to replace the input")
         out_s = os.fspath(out)
+        if not out_s:
+            raise PatchError("-o: the output path is empty")
         if _same_file(src, out_s):
             raise PatchError("output is the input file; use --in-place to replace it (still atomic)")
         if os.path.lexists(out_s):

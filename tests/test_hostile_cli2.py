@@ -226,3 +226,27 @@ def test_a_tools_file_of_100k_tools_is_one_line_at_once(tmp_path: Path) -> None:
         load_tools_file(path)
     path.write_text(json.dumps({"tools": [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(3)]}))
     assert [t.name for t in load_tools_file(path)] == ["t0", "t1", "t2"]
+
+
+# --- outputs ---------------------------------------------------------------------------------------------------
+
+
+def test_an_empty_output_path_is_one_line_and_writes_nothing(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    """`-o ''`: patch said 'error: exists; use --force' (no path); audit made its temp file in the folder
+    above the working one and failed with 'No such file or directory (…/.gguftpl-….tmp)'."""
+    work = tmp_path / "work"
+    work.mkdir()
+    model = make_gguf("work/m.gguf", templates={"default": CHATML})
+    tpl = work / "t.jinja"
+    tpl.write_text("{{ 'x' }}", encoding="utf-8")
+    before = {p.name for p in tmp_path.iterdir()}, {p.name for p in work.iterdir()}
+    for argv in (
+        ["patch", model, "--template", f"tool_use={tpl}", "-o", ""],
+        ["patch", model, "--template", f"tool_use={tpl}", "-o", "", "--force", "--no-audit"],
+        ["audit", "--engine", "hf-only", model, "-o", ""],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gguftpl", *map(str, argv)], capture_output=True, text=True, cwd=work, timeout=600
+        )
+        one_line_error(proc, "the output path is empty")
+    assert ({p.name for p in tmp_path.iterdir()}, {p.name for p in work.iterdir()}) == before

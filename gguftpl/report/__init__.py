@@ -69,6 +69,8 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     import stat
 
     path = os.fspath(path)
+    if not path:  # abspath('') is the working folder: the temp file went one folder up, the rename failed
+        raise UsageError("-o: the output path is empty")
     folder = os.path.dirname(os.path.abspath(path))
     try:
         st = os.stat(path)

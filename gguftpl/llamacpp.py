@@ -1836,7 +1836,7 @@ class _ParseChecker:
         try:
             proc.stdin.close()  # the worker's loop ends on EOF
             proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001 - at exit, anything: make sure it is gone
+        except BaseException:  # noqa: BLE001 - at exit, anything (a Ctrl-C printed a traceback): make sure it is gone
             proc.kill()
             proc.wait()
 

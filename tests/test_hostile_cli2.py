@@ -250,3 +250,28 @@ def test_an_empty_output_path_is_one_line_and_writes_nothing(make_gguf: MakeGGUF
         )
         one_line_error(proc, "the output path is empty")
     assert ({p.name for p in tmp_path.iterdir()}, {p.name for p in work.iterdir()}) == before
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_no_worker() -> None:
+    """A Ctrl-C in the last moments of `audit` (the parse-check worker given 5 s to exit at atexit) printed a
+    KeyboardInterrupt traceback and could leave the worker running."""
+    pytest.importorskip("xllamacpp")
+    script = (
+        "import os, signal, sys, threading\n"
+        "from gguftpl.llamacpp import _parse_checker, parse_check\n"
+        f"parse_check([{CHATML!r}])\n"
+        "checker = _parse_checker()\n"
+        "pid = checker._proc.pid\n"
+        "os.kill(pid, signal.SIGSTOP)  # a worker slow to exit: close() waits for it\n"
+        "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "checker.close()\n"
+        "print('closed', pid)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=SAFETY_TIMEOUT)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    pid = int(proc.stdout.split()[-1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left stopped

@@ -70,6 +70,31 @@ class LlamaCppLoadError(LlamaCppError):
         self.log = log
 
 
+def _duplicate_token(path: str) -> tuple[int, int, str] | None:
+    """Two token ids whose texts llama.cpp sees as one (its token map is keyed by the C string, so text after
+    a NUL byte is lost), with that text; None when all differ or the file has no token list."""
+    from gguftpl.gguf.reader import read_header
+
+    try:
+        item = read_header(path).kv.get("tokenizer.ggml.tokens")
+    except GGUFTplError:
+        return None  # llama.cpp reports an unreadable file in its own words
+    tokens: Any = getattr(item, "value", None)
+    if tokens is not None and hasattr(tokens, "decode"):  # a LazyArray: decoded only here, where it is needed
+        tokens = tokens.decode()
+    if not isinstance(tokens, list):
+        return None
+    seen: dict[str, int] = {}
+    for i, text in enumerate(tokens):
+        if not isinstance(text, str):
+            return None
+        key = text.split("\x00", 1)[0]
+        if key in seen:
+            return seen[key], i, key
+        seen[key] = i
+    return None
+
+
 def _load_errors(xllamacpp: Any, params: Any) -> list[str]:
     """Load once more with llama.cpp's error log on, stderr (fd 2) captured, and return the error lines."""
     import sys
@@ -213,6 +238,14 @@ class LlamaCppSession:
             if self.chat_template is not None:
                 p.chat_template = self.chat_template
             t1 = time.perf_counter()
+            dup = _duplicate_token(model_path) if model_path is not None else None
+            if dup is not None:
+                what = "the stand-in for " if not self.load_weights else ""
+                line = (
+                    f"tokens {dup[0]} and {dup[1]} have the same text {dup[2]!r} (up to any NUL byte): llama.cpp "
+                    "aborts the whole process on such a vocabulary (GGML_ASSERT in llama-vocab.cpp)"
+                )
+                raise LlamaCppLoadError(f"llama.cpp could not load {what}{self.path}: {line}", [line])
             try:
                 self._srv = xllamacpp.Server(p)
             except RuntimeError:

@@ -275,3 +275,26 @@ def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_
     pid = int(proc.stdout.split()[-1])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped, not left stopped
+
+
+@pytest.mark.parametrize("second", ["<|im_start|>", "<|im_start|>\x00tail"])
+def test_a_vocabulary_with_two_equal_token_texts_is_refused_before_llamacpp_aborts(
+    make_gguf: MakeGGUF, second: str
+) -> None:
+    """llama.cpp keys its token map by C string: two equal texts (or equal up to a NUL byte) fail a GGML_ASSERT
+    that aborts the whole process (exit 134 from verify, render --engine llamacpp and the audit itself)."""
+    pytest.importorskip("xllamacpp")
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.tinymodel import byte_level_vocab
+    from gguftpl.gguf.writer import Typed
+
+    tokens, _types, _merges = byte_level_vocab(("<|im_start|>", "<|im_end|>"))
+    tokens[-1] = second  # <|im_end|> becomes a second <|im_start|>
+    bad = {"tokenizer.ggml.tokens": Typed(ValueType.ARRAY, tokens, ValueType.STRING)}
+    path = make_gguf("dup.gguf", templates={"default": CHATML}, extra_kv=bad, eos=None)
+    for argv in (["verify", path], ["verify", "--load-weights", path], ["render", "--engine", "llamacpp", path]):
+        one_line_error(run_gguftpl(*argv), "have the same text '<|im_start|>'", "aborts the whole process")
+    proc = run_gguftpl("audit", "--engine", "llamacpp", "--format", "json", path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    codes = [f["code"] for f in json.loads(proc.stdout)["files"][0]["findings"]]
+    assert "GT608" in codes, codes

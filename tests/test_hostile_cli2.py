@@ -298,3 +298,21 @@ def test_a_vocabulary_with_two_equal_token_texts_is_refused_before_llamacpp_abor
     assert proc.returncode == 1, proc.stderr[-2000:]
     codes = [f["code"] for f in json.loads(proc.stdout)["files"][0]["findings"]]
     assert "GT608" in codes, codes
+
+
+# --- diff ---------------------------------------------------------------------------------------------------------
+
+
+def test_diff_renders_a_template_that_overran_once_no_more() -> None:
+    """An upstream template that loops past the render bound was rendered (5 s each) for every probe."""
+    from gguftpl.templates.hfrender import get_worker
+    from gguftpl.upstream.diff import PROBES, compare_behaviour
+
+    bomb = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
+    stats = get_worker().stats
+    before = stats.renders
+    result = compare_behaviour({"default": CHATML}, {"default": bomb})
+    assert [bd.probe for bd in result] == list(PROBES)
+    assert all("longer than" in (bd.upstream_error or "") for bd in result), [bd.upstream_error for bd in result]
+    assert all(bd.gguf_error is None and bd.identical is False for bd in result)
+    assert stats.renders - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once

@@ -388,6 +388,8 @@ def compare_behaviour(
     from gguftpl.templates.hfrender import render_hf
 
     out: list[BehaviourDiff] = []
+    # a template that ran out of time, size or memory once does on the next probe too: 5 s each, for nothing
+    overrun: dict[str, str] = {}
     for probe in PROBES:
         messages, tools = _probe_inputs(probe)
         gname = runtime_choice(gguf, tools is not None)
@@ -402,11 +404,17 @@ def compare_behaviour(
             if name == gname and side == "upstream" and texts[name] == gguf.get(gname) and prompts.get("gguf"):
                 prompts[side] = prompts["gguf"]  # same text, same inputs: same prompt
                 continue
+            if texts[name] in overrun:
+                prompts[side] = None
+                setattr(bd, f"{side}_error", overrun[texts[name]])
+                continue
             try:
                 prompts[side] = render_hf(texts[name], messages, tools=tools, bos_token=bos_token, eos_token=eos_token)
             except Exception as exc:  # noqa: BLE001 - a template error is a result here
                 prompts[side] = None
                 setattr(bd, f"{side}_error", " ".join(str(exc).split())[:300])
+                if getattr(exc, "kind", None) in ("timeout", "too_large", "memory"):
+                    overrun[texts[name]] = getattr(bd, f"{side}_error")
         g, u = prompts.get("gguf"), prompts.get("upstream")
         if tools is not None:
             from gguftpl.templates.probes import CANARY_PARAM_TOKEN

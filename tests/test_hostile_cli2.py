@@ -7,6 +7,7 @@ the first round.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -316,3 +317,26 @@ def test_diff_renders_a_template_that_overran_once_no_more() -> None:
     assert all("longer than" in (bd.upstream_error or "") for bd in result), [bd.upstream_error for bd in result]
     assert all(bd.gguf_error is None and bd.identical is False for bd in result)
     assert stats.renders - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once
+
+
+def test_a_nul_in_a_template_is_an_error_because_llamacpp_never_sees_what_follows(make_gguf: MakeGGUF) -> None:
+    """`patch --template` accepted a template with a NUL and the audit said nothing, while llama.cpp (a C
+    string) renders only the text before it and transformers renders all of it."""
+    from click.testing import CliRunner
+
+    from gguftpl.cli import main_group
+
+    path = make_gguf("nul.gguf", templates={"default": CHATML + "\x00{{ 'AFTERNUL' }}"})
+    res = CliRunner().invoke(
+        main_group, ["audit", "--engine", "hf-only", "--format", "json", "--select", "GT403", str(path)]
+    )
+    (finding,) = json.loads(res.stdout)["files"][0]["findings"]
+    assert finding["severity"] == "error" and "U+0000 NUL" in finding["message"], finding
+    hf = CliRunner().invoke(main_group, ["render", "--raw", "--no-tools", str(path)])
+    assert hf.exit_code == 0 and "AFTERNUL" in hf.stdout
+    if importlib.util.find_spec("xllamacpp") is not None:
+        ll = run_gguftpl("render", "--raw", "--no-tools", "--engine", "llamacpp", path)
+        assert ll.returncode == 0 and "<|im_start|>assistant" in ll.stdout and "AFTERNUL" not in ll.stdout, ll
+    clean = make_gguf("clean.gguf", templates={"default": CHATML})
+    res = CliRunner().invoke(main_group, ["audit", "--engine", "hf-only", "--select", "GT403", str(clean)])
+    assert res.exit_code == 0, res.output

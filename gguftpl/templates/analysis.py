@@ -248,7 +248,7 @@ def analyze_template_text(
                 line=issue.line,
                 column=issue.column,
                 evidence=issue.evidence,
-                severity=Severity.ERROR if issue.kind == "bidi" else None,
+                severity=Severity.ERROR if issue.kind in ("bidi", "nul") else None,
             )
         )
     timings["static"] = round((time.perf_counter() - t0) * 1000, 2)

@@ -167,9 +167,23 @@ def _reads_content(expr: Any) -> bool:
 
 def invisible_characters(text: str) -> list[Issue]:
     out: list[Issue] = []
+    nul_seen = False
     for lineno, line in enumerate(text.splitlines(), 1):
         for col, ch in enumerate(line, 1):
-            if ch in _BIDI:
+            if ch == "\x00":
+                if not nul_seen:  # the first one decides what llama.cpp sees
+                    nul_seen = True
+                    out.append(
+                        Issue(
+                            "nul",
+                            lineno,
+                            col,
+                            line.strip()[:200],
+                            "U+0000 NUL: llama.cpp reads the template as a C string and stops here, so the rest "
+                            "is rendered by transformers but never by llama.cpp",
+                        )
+                    )
+            elif ch in _BIDI:
                 out.append(
                     Issue("bidi", lineno, col, line.strip()[:200], f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}")
                 )

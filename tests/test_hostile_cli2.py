@@ -340,3 +340,20 @@ def test_a_nul_in_a_template_is_an_error_because_llamacpp_never_sees_what_follow
     clean = make_gguf("clean.gguf", templates={"default": CHATML})
     res = CliRunner().invoke(main_group, ["audit", "--engine", "hf-only", "--select", "GT403", str(clean)])
     assert res.exit_code == 0, res.output
+
+
+def test_patch_refuses_the_same_template_name_twice(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    """`--template default=a --template default=b` silently wrote b."""
+    from click.testing import CliRunner
+
+    from gguftpl.cli import main_group
+
+    model = make_gguf("m.gguf", templates={"default": CHATML})
+    a, b = tmp_path / "a.jinja", tmp_path / "b.jinja"
+    a.write_text("{{ 'a' }}", encoding="utf-8")
+    b.write_text("{{ 'b' }}", encoding="utf-8")
+    out = tmp_path / "out.gguf"
+    argv = ["patch", str(model), "--template", f"default={a}", "--template", f"default={b}", "-o", str(out)]
+    res = CliRunner().invoke(main_group, argv)
+    assert res.exit_code == 2 and res.stderr.strip() == "gguftpl: error: --template default= given twice", res.output
+    assert not out.exists()

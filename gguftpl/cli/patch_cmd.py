@@ -23,6 +23,8 @@ def parse_template_args(values: tuple[str, ...]) -> dict[str, str]:
         name, sep, path = v.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--template takes NAME=PATH, got {v!r}")
+        if name in out:  # which one was meant? the last silently won
+            raise UsageError(f"--template {name}= given twice")
         # a regular file of bounded size: a FIFO or /dev/zero would block or never end
         out[name] = read_text_bounded(path, what="template file")
     return out

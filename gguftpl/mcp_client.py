@@ -30,9 +30,13 @@ from typing import IO, Any
 from urllib.parse import urlparse
 
 from gguftpl.errors import ToolSourceError
-from gguftpl.tools import ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
+from gguftpl.tools import MAX_TOOLS, ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
 
 DEFAULT_TIMEOUT = 30.0
+
+
+_MAX_PAGES = 1000
+"""tools/list pages followed before a server's pagination counts as endless."""
 
 
 @dataclass(frozen=True)
@@ -257,22 +261,32 @@ class McpConnection:
     def list_tools(self) -> list[dict[str, Any]]:
         """All tools the server offers (following pagination), in wire shape (``inputSchema``)."""
 
-        async def op(session: Any) -> list[dict[str, Any]]:
+        async def op(session: Any) -> tuple[list[dict[str, Any]], bool]:
             from mcp import types
 
             out: list[dict[str, Any]] = []
             cursor: str | None = None
-            for _ in range(1000):  # a server whose cursor never ends must not hang us
+            for _ in range(_MAX_PAGES):  # a server whose cursor never ends must not hang us
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 res = await session.list_tools(params=params)
                 out.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in res.tools)
                 cursor = res.next_cursor
-                if not cursor:
-                    break
-            return out
+                if not cursor or len(out) > MAX_TOOLS:  # past the bound: the tool list refuses it by its count
+                    return out, True
+            return out, False
 
-        tools: list[dict[str, Any]] = self._run("tools/list", op)
-        return tools
+        tools, ended = self._run("tools/list", op)
+        if not ended:
+            # a list cut short would be checked as if it were the server's: say so instead
+            raise ToolSourceError(
+                f"MCP server {self.server_name!r}: tools/list still had a next page after {_MAX_PAGES:,} pages"
+            )
+        if len(tools) > MAX_TOOLS:
+            raise ToolSourceError(
+                f"MCP server {self.server_name!r}: {len(tools):,} tools, more than the {MAX_TOOLS:,} one source may "
+                "offer (hosts cap a request far lower: OpenAI at 128)"
+            )
+        return list(tools)
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
         """``tools/call``; a result with ``isError`` is returned (the host shows it to the model), not raised."""

@@ -357,3 +357,41 @@ def test_patch_refuses_the_same_template_name_twice(make_gguf: MakeGGUF, tmp_pat
     res = CliRunner().invoke(main_group, argv)
     assert res.exit_code == 2 and res.stderr.strip() == "gguftpl: error: --template default= given twice", res.output
     assert not out.exists()
+
+
+# --- MCP servers that misbehave ---------------------------------------------------------------------------------
+
+# A raw JSON-RPC stdio server (no SDK), so it can break the protocol's promises on purpose.
+_PAGING_SERVER = r"""
+import json, sys
+per_page = int(sys.argv[1])
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "paging", "version": "1"}}
+    elif method == "tools/list":
+        page = int((msg.get("params") or {}).get("cursor") or 0)
+        tools = [{"name": f"t{page}_{i}", "inputSchema": {"type": "object"}} for i in range(per_page)]
+        result = {"tools": tools, "nextCursor": str(page + 1)}  # never ends
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize(("per_page", "needle"), [(1, "still had a next page after 1,000 pages"), (400, "1,200 tools")])
+def test_an_mcp_server_whose_pagination_never_ends_is_one_line(
+    make_gguf: MakeGGUF, tmp_path: Path, per_page: int, needle: str
+) -> None:
+    """tools/list stopped silently after 1,000 pages and went on with a list cut short; and a server with
+    many tools per page was paged up to 1,000 times (a million tools held in memory) before any bound."""
+    model = make_gguf("m.gguf", templates={"default": CHATML})
+    server = tmp_path / "paging_server.py"
+    server.write_text(_PAGING_SERVER, encoding="utf-8")
+    proc = run_gguftpl("render", "--no-tools", model, "--mcp", f"{sys.executable} {server} {per_page}")
+    one_line_error(proc, needle)

@@ -1704,7 +1704,7 @@ def _parse_worker() -> None:
             break  # its peak memory stays high: a fresh worker measures the next template
 
 
-_PARSE_MEMORY_HEADROOM = 2 << 30
+_PARSE_MEMORY_HEADROOM = 1 << 30
 """Bytes of address space the parse-check child may grow by after its imports: a stand-in load needs tens of
 MB, a template that renders gigabytes at load grew it by 24 GB in 100 s (the machine's memory, not ours)."""
 

@@ -836,12 +836,17 @@ def _render_bombs(
     # llama.cpp passes the file's own bos/eos texts: `bos_token * 10**7` is empty without them, 120 MB with
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
     bombs: list[str] = []
+    verdicts: dict[str, str | None] = {}  # by text: a file whose default is its tool_use waited twice
     for name, tpl in tset.templates.items():
-        try:
-            render_hf(tpl.text, msgs, tl or None, True, bos, eos, lenient=True)
-        except TemplateRenderError as exc:
-            if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
-                bombs.append(f"{name}: transformers' bounded renderer had to stop: {exc}")
+        if tpl.text not in verdicts:
+            verdicts[tpl.text] = None
+            try:
+                render_hf(tpl.text, msgs, tl or None, True, bos, eos, lenient=True)
+            except TemplateRenderError as exc:
+                if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
+                    verdicts[tpl.text] = f"transformers' bounded renderer had to stop: {exc}"
+        if verdicts[tpl.text] is not None:
+            bombs.append(f"{name}: {verdicts[tpl.text]}")
     if bombs:
         return bombs
     # Loading renders the template too, on llama.cpp's own probe inputs (two tools, parallel calls, …) that no

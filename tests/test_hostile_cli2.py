@@ -395,3 +395,17 @@ def test_an_mcp_server_whose_pagination_never_ends_is_one_line(
     server.write_text(_PAGING_SERVER, encoding="utf-8")
     proc = run_gguftpl("render", "--no-tools", model, "--mcp", f"{sys.executable} {server} {per_page}")
     one_line_error(proc, needle)
+
+
+def test_the_bomb_check_renders_each_distinct_text_once(make_gguf: MakeGGUF) -> None:
+    """A file whose default template is also its tool_use (common) waited out the render bound twice."""
+    from gguftpl.llamacpp import _render_bombs
+    from gguftpl.templates.hfrender import get_worker
+
+    bomb = "{{ 'x' * 2000000 }}" + CHATML
+    path = make_gguf("twice.gguf", templates={"default": bomb, "tool_use": bomb})
+    stats = get_worker().stats
+    before = stats.renders
+    bombs = _render_bombs(str(path))
+    assert [b.split(":")[0] for b in bombs] == ["default", "tool_use"] and "exceeded" in bombs[1], bombs
+    assert stats.renders - before == 1

@@ -1760,6 +1760,7 @@ class _ParseChecker:
         """Workers started after one crashed or hung."""
         self.unchecked: dict[str, str] = {}
         """sha256 -> why that text could not be checked (not a verdict about the template)."""
+        self._tmp: str | None = None
 
     def _start(self) -> Any:
         import subprocess
@@ -1770,14 +1771,23 @@ class _ParseChecker:
         if self._proc is not None:
             self.restarts += 1
         self._buf = b""
+        # the worker's stand-ins go in a folder of ours: a worker killed for hanging (or crashed) cannot remove
+        # its own, and each one left a 300 KB folder in /tmp
+        self._remove_tmp()
+        self._tmp = tempfile.mkdtemp(prefix="gguftpl-parse-check-")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from gguftpl.llamacpp import _parse_worker; _parse_worker()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "GGUFTPL_LLAMACPP_VERBOSITY": "0"},
+            env={**os.environ, "GGUFTPL_LLAMACPP_VERBOSITY": "0", "TMPDIR": self._tmp},
         )
         return self._proc
+
+    def _remove_tmp(self) -> None:
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _readline(self, proc: Any, timeout: float) -> bytes | None:
         """One answer line; None on timeout (``self._eof`` False) or when the worker died (True)."""
@@ -1814,6 +1824,7 @@ class _ParseChecker:
                 pipe.close()
             except OSError:
                 pass
+        self._remove_tmp()
         self._proc = proc  # kept so the next start counts as a restart
         return code
 
@@ -1870,6 +1881,7 @@ class _ParseChecker:
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
+            self._remove_tmp()
             return
         try:
             proc.stdin.close()  # the worker's loop ends on EOF
@@ -1877,6 +1889,8 @@ class _ParseChecker:
         except BaseException:  # noqa: BLE001 - at exit, anything (a Ctrl-C printed a traceback): make sure it is gone
             proc.kill()
             proc.wait()
+        finally:
+            self._remove_tmp()
 
 
 _CHECKER: _ParseChecker | None = None

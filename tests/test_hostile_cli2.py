@@ -409,3 +409,23 @@ def test_the_bomb_check_renders_each_distinct_text_once(make_gguf: MakeGGUF) -> 
     bombs = _render_bombs(str(path))
     assert [b.split(":")[0] for b in bombs] == ["default", "tool_use"] and "exceeded" in bombs[1], bombs
     assert stats.renders - before == 1
+
+
+def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_path: Path) -> None:
+    """The worker makes its stand-in in a temp folder it removes on close; killed for hanging, it cannot,
+    and each such template left a 300 KB folder in /tmp (163 after one session of hostile audits)."""
+    pytest.importorskip("xllamacpp")
+    hang = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
+    script = (
+        "from gguftpl.llamacpp import parse_check, parse_check_stats\n"
+        f"first = parse_check([{hang!r}], timeout=3)\n"
+        f"second = parse_check([{CHATML!r}])\n"
+        "print(list(first.values())[0][:40], list(second.values()), parse_check_stats()['restarts'])\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=SAFETY_TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("llama.cpp did not finish loading") and "[None] 1" in proc.stdout, proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

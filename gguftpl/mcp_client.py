@@ -124,6 +124,8 @@ class McpConnection:
         self._errlog: IO[str] | None = None
         self._tap = _LogTap()
         self._closed = False
+        self._task: asyncio.Task[Any] | None = None
+        self._busy = False
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -167,6 +169,10 @@ class McpConnection:
         if self._loop is not None and self._queue is not None and self._thread and self._thread.is_alive():
             try:
                 self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+                if self._busy and self._task is not None:
+                    # a call in flight (a Ctrl-C while a tool never answers) would hold the loop until its
+                    # timeout, past the join below: cancel it so the SDK's teardown starts now
+                    self._loop.call_soon_threadsafe(self._task.cancel)
             except RuntimeError:  # loop already closed
                 pass
         if self._thread is not None:
@@ -189,6 +195,7 @@ class McpConnection:
 
         self._loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue()
+        self._task = asyncio.current_task()
         pending: list[concurrent.futures.Future[Any]] = []
         try:
             async with self._transport() as streams:
@@ -207,6 +214,7 @@ class McpConnection:
                             break
                         op, fut = item
                         pending.append(fut)
+                        self._busy = True
                         try:
                             with anyio.fail_after(self.timeout):
                                 fut.set_result(await op(session))
@@ -214,6 +222,8 @@ class McpConnection:
                             fut.set_exception(exc)
                             if not isinstance(exc, Exception):
                                 raise
+                        finally:
+                            self._busy = False
         finally:
             for fut in pending:
                 if not fut.done():

@@ -429,3 +429,56 @@ def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_p
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("llama.cpp did not finish loading") and "[None] 1" in proc.stdout, proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+_SILENT_CALL_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    mid, method = msg.get("id"), msg.get("method")
+    if mid is None or method == "tools/call":
+        continue  # a tool that never returns: the caller waits with the llama.cpp session open
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "silent", "version": "1"}}
+    elif method == "tools/list":
+        schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+        result = {"tools": [{"name": "lookup", "description": "Look it up.", "inputSchema": schema}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def test_sigterm_during_verify_cleans_up_like_ctrl_c(samples_dir: Path, tmp_path: Path) -> None:
+    """`timeout`/a cancelled CI job send SIGTERM: the process died without cleanup and left its stand-in."""
+    pytest.importorskip("xllamacpp")
+    import signal
+    import time
+
+    server = tmp_path / "silent.py"
+    server.write_text(_SILENT_CALL_SERVER, encoding="utf-8")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    argv = ["verify", samples_dir / "hermes-2-pro-mistral-7b.upstream.gguf", "--mcp", f"{sys.executable} {server}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gguftpl", *map(str, argv), "--mcp-timeout", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    try:
+        deadline = time.monotonic() + SAFETY_TIMEOUT
+        while not any(p.name.startswith("gguftpl-standin-") for p in tmp.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(1.0)  # inside the session, waiting for the tool that never answers
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=SAFETY_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143 and err.strip() == "gguftpl: terminated", (proc.returncode, err[-2000:])
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("gguftpl-standin-")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import threading
 from typing import Any, NoReturn
 
 import click
@@ -67,6 +68,9 @@ class LazyGroup(click.Group):
                 raise
             click.echo(f"gguftpl: error: {one_line(str(exc))}", err=True)
             ctx.exit(EXIT_ERROR)
+        except Terminated:
+            click.echo("gguftpl: terminated", err=True)
+            ctx.exit(143)
         except KeyboardInterrupt:
             click.echo("gguftpl: interrupted", err=True)
             ctx.exit(130)
@@ -128,7 +132,20 @@ def main_group(ctx: click.Context, debug: bool) -> None:
                 pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, a CI job cancelled), raised like a Ctrl-C so every `with` and `finally` runs: killed
+    outright, verify left its stand-in model behind in the temp folder."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     # click's own usage errors exit 2 already, matching our convention
     main_group.main(args=argv, prog_name="gguftpl", standalone_mode=True)
 

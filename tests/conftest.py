@@ -7,7 +7,9 @@ without the corpus is visible as skips, never as silent passes.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -31,6 +33,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gguftpl-tests-hf-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)  # one per run, not one left per run
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "

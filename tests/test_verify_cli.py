@@ -66,6 +66,15 @@ def test_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert res.output.startswith("gguftpl: error:") and len(res.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("opts", [["--call", "get_weather"], ["--args", "{}"]])
+def test_call_or_args_without_tools_is_a_usage_error(opts: list[str]) -> None:
+    """Without the user's tools, the canary is called: the option would be ignored silently."""
+    res = run(UPSTREAM_SAMPLE, *opts)
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "--tools, --mcp or --mcp-url" in lines[0], lines
+
+
 def test_tools_file_adds_tool_checks() -> None:
     res = run(UPSTREAM_SAMPLE, "--tools", ROOT / "samples/tools.json", "--format", "json")
     doc = json.loads(res.output)

@@ -17,6 +17,7 @@ from gguftpl.cli.tool_options import (
     pop_tool_source_options,
     tool_check_options,
     tool_source_options,
+    wants_tools,
 )
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "warn": "WARN"}
@@ -56,6 +57,9 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
+    if not wants_tools(source_opts) and (check_opts.get("call") or check_opts.get("call_args")):
+        # without tools of the user's own, the canary tool is called: --call/--args would be ignored silently
+        raise UsageError("--call and --args choose one of your tools: give them with --tools, --mcp or --mcp-url")
     require_xllamacpp()
     args = parse_arguments_json(check_opts["call_args"]) if check_opts.get("call_args") else None
     if args is not None and not isinstance(args, dict):

@@ -18,28 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CHATML
+from tests.test_hostile_cli import SAFETY_TIMEOUT, Proc, assert_one_line_error, run_gguftpl
 
 MakeGGUF = Callable[..., Path]
-SAFETY_TIMEOUT = 600  # seconds; a safety net only, the tool must bound itself long before
-
-
-def run_gguftpl(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gguftpl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=SAFETY_TIMEOUT,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("gguftpl: error:"), proc.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+    """The first round's check, on a finished process."""
+    return assert_one_line_error(Proc(proc.returncode, proc.stdout, proc.stderr), *needles)
 
 
 def _tool(name: str, parameters: dict | None = None) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import mmap
 import os
 import struct
@@ -397,9 +398,9 @@ def _copy_region(
     import ctypes
     import threading
 
-    memcmp = ctypes.CDLL(None).memcmp  # a CDLL call releases the GIL
-    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    memcmp.restype = ctypes.c_int
+    memcmp = _libc_fn("memcmp", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)  # a CDLL call releases the GIL
+    if memcmp is None and verify:
+        raise PatchError("the C library has no memcmp: cannot compare the copy with the source")
     out_fd = out.fileno()
     _reserve(out_fd, out_offset + length)
     src_fd = os.open(src_path, os.O_RDONLY)
@@ -503,11 +504,9 @@ def _reserve(fd: int, size: int) -> None:
     2 GiB on ext4), and a full disk fails here, before any copying. Filesystems without it are skipped."""
     import ctypes
 
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).fallocate
-    except (OSError, AttributeError):
+    fn = _libc_fn("fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong)
+    if fn is None:
         return
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
     if fn(fd, 0, 0, size) != 0:
         err = ctypes.get_errno()
         if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
@@ -515,24 +514,31 @@ def _reserve(fd: int, size: int) -> None:
 
 
 _SYNC_FILE_RANGE_WRITE = 2
-_sync_file_range: Any = None
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
     """Start writing a copied block to disk now (Linux sync_file_range, asynchronous), so the fsync before
     the rename finds little left to do. Best effort."""
-    global _sync_file_range
-    if _sync_file_range is None:
-        try:
-            import ctypes
+    import ctypes
 
-            fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-            fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-            _sync_file_range = fn
-        except (OSError, AttributeError):
-            _sync_file_range = False
-    if _sync_file_range:
-        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+    fn = _libc_fn("sync_file_range", ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+    if fn is not None:
+        fn(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+@functools.cache
+def _libc_fn(name: str, *argtypes: Any) -> Any:
+    """The C library's ``name`` with its argument types (errno kept for ctypes.get_errno), looked up once;
+    None where this libc lacks it (fallocate and sync_file_range are Linux-only)."""
+    import ctypes
+
+    try:
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = list(argtypes)
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _pread_full(fd: int, buf: mmap.mmap, n: int, offset: int) -> int:

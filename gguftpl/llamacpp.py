@@ -1715,18 +1715,13 @@ MB, a template that renders gigabytes at load grew it by 24 GB in 100 s (the mac
 
 
 def _cap_address_space(headroom: int) -> None:
+    from gguftpl.safeio import cap_address_space
+
     try:
-        import resource
-
         import xllamacpp  # noqa: F401 - its libraries count as the start, not as growth
-
-        with open("/proc/self/statm") as f:
-            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        want = current + headroom if hard == resource.RLIM_INFINITY else min(current + headroom, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-    except (OSError, ValueError, ImportError):
-        pass  # not Linux: the time bound still holds
+    except ImportError:
+        return  # as before: no xllamacpp, no llama.cpp to bound
+    cap_address_space(headroom)
 
 
 def _signal_name(code: int) -> str:

@@ -439,22 +439,6 @@ def _lenient_from_string(text: str) -> Any:
     return _LENIENT_ENV.from_string(text)
 
 
-def _limit_memory() -> None:
-    try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[0])
-        current = pages * os.sysconf("SC_PAGE_SIZE")
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        want = current + _MEMORY_HEADROOM
-        if hard != resource.RLIM_INFINITY:
-            want = min(want, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-    except (OSError, ValueError, ImportError):
-        pass  # not Linux: the parent's timeout still bounds the render
-
-
 def _worker_main() -> None:
     import warnings
 
@@ -468,7 +452,9 @@ def _worker_main() -> None:
     except Exception as e:  # report rather than die silently
         _write_frame(out, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
-    _limit_memory()
+    from gguftpl.safeio import cap_address_space
+
+    cap_address_space(_MEMORY_HEADROOM)
     _write_frame(out, {"ready": True})
     while True:
         try:

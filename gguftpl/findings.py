@@ -10,9 +10,10 @@ GT3xx special tokens, GT4xx safety, GT5xx upstream drift and repo consistency, G
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 
 class Severity(str, Enum):
@@ -75,6 +76,36 @@ class Finding:
 
 
 _RULES: dict[str, Rule] = {}
+
+Check = Callable[..., Iterable[Finding]]
+"""A rule's check: a small function over the facts of its scope that yields that rule's findings."""
+_C = TypeVar("_C", bound=Check)
+_CHECKS: dict[str, list[tuple[Rule, Check]]] = {}
+
+SCOPES = ("file", "template", "repo", "upstream", "llamacpp")
+"""What a check reads: ``file`` the header and template set of one GGUF, ``template`` the facts of one
+template (with its file's context), ``repo`` the quants of one repo or folder, ``upstream`` a diff against
+the upstream repo, ``llamacpp`` the verdicts of llama.cpp itself."""
+
+
+def check(rule: Rule, scope: str) -> Callable[[_C], _C]:
+    """Register the decorated function as ``rule``'s check over the facts of ``scope``; it sits beside the
+    rule's documentation in ``gguftpl/rules/``, and the runner of that scope calls every check registered."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown check scope {scope!r}")
+
+    def deco(fn: _C) -> _C:
+        register(rule)
+        _CHECKS.setdefault(scope, []).append((rule, fn))
+        return fn
+
+    return deco
+
+
+def checks(scope: str) -> list[tuple[Rule, Check]]:
+    """Every check registered for ``scope``, in registration order (rule modules are loaded first)."""
+    _load_rule_modules()
+    return list(_CHECKS.get(scope, ()))
 
 
 def register(rule: Rule) -> Rule:

@@ -1,0 +1,111 @@
+"""GT6xx: verdicts of llama.cpp itself (``gguftpl verify``, ``audit --engine llamacpp``)."""
+
+from __future__ import annotations
+
+from gguftpl.findings import Rule, Severity, register
+
+LLAMACPP_TOOLS_DROPPED = register(
+    Rule(
+        "GT601",
+        "llamacpp-tools-dropped",
+        Severity.ERROR,
+        "llama.cpp renders a request with tools into a prompt that holds no tool schema.",
+        why="This is what a llama.cpp-based runtime (llama-server, Goose, LM Studio's llama.cpp engine) really "
+        "sends the model: the tools are gone, llama.cpp only logs a warning, and the model answers without them.",
+        example="A Hermes-2-Pro GGUF whose only template is plain ChatML: `supports_tools=false`, the canary tool's "
+        "name and parameter description are absent from `/apply-template`'s prompt.",
+        fix="Install a template that renders `tools` (upstream's `tool_use`): `gguftpl patch FILE --from-hub REPO "
+        "-o FIXED.gguf`, then `gguftpl verify FIXED.gguf`.",
+    )
+)
+LLAMACPP_CALL_NOT_PARSED = register(
+    Rule(
+        "GT602",
+        "llamacpp-call-not-parsed",
+        Severity.ERROR,
+        "A tool call written the way the template itself writes calls is not parsed back by llama.cpp.",
+        why="llama.cpp derives its tool-call parser from the template; when that fails, a model that emits a "
+        "perfect call gets it back as plain text (or an error) and the host never runs the tool.",
+        example="The template writes no text for an assistant `tool_calls` message, or its format is one "
+        "llama.cpp's differential parser cannot learn.",
+        fix="Use the model's upstream tool template; check with `gguftpl verify FILE`.",
+    )
+)
+LLAMACPP_RESULT_NOT_RENDERED = register(
+    Rule(
+        "GT603",
+        "llamacpp-result-not-rendered",
+        Severity.ERROR,
+        "After a tool call, llama.cpp's prompt for the next turn does not contain the tool's result.",
+        why="The model never sees what the tool returned and answers from nothing (or calls the tool again).",
+        example="A template with no branch for the `tool` role, or one llama.cpp cannot render with tools.",
+        fix="Use a template that renders `tool` messages (upstream's tool template).",
+    )
+)
+LLAMACPP_HF_MISMATCH = register(
+    Rule(
+        "GT604",
+        "llamacpp-hf-prompt-mismatch",
+        Severity.WARNING,
+        "llama.cpp and transformers (Hugging Face semantics) render different prompts for the same request.",
+        why="The model was trained and evaluated on transformers' rendering; llama.cpp's Jinja engine differs on "
+        "some constructs (`|safe`, `tojson` escaping, generators, list mutation), or transformers cannot render "
+        "the template at all. Prompts then differ between runtimes.",
+        example="`tools | map('tojson')` joined by a template: transformers raises on the generator, llama.cpp "
+        "renders it.",
+        fix="Review the first difference shown by `gguftpl verify FILE`; prefer constructs both engines agree on.",
+    )
+)
+LLAMACPP_CHATML_FALLBACK = register(
+    Rule(
+        "GT605",
+        "llamacpp-chatml-fallback",
+        Severity.WARNING,
+        "The file has no chat template and llama.cpp silently falls back to its built-in ChatML.",
+        why="Unless the model really speaks ChatML, every prompt is in the wrong format, and tools are dropped.",
+        example="A GGUF converted without `tokenizer.chat_template`.",
+        fix="Add the model's template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
+    )
+)
+LLAMACPP_TEMPLATE_REJECTED = register(
+    Rule(
+        "GT606",
+        "llamacpp-template-rejected",
+        Severity.ERROR,
+        "llama.cpp cannot parse a chat template of the file and refuses to load it.",
+        why="llama-server exits at startup with 'chat template parsing error' (or crashes, when the template "
+        "overflows its renderer); users must pass --no-jinja or their own --chat-template, and tool calling is "
+        "lost either way. A tool_use template llama.cpp cannot parse is dropped without a word, so requests "
+        "with tools get the default template. The default audit asks llama.cpp (when xllamacpp is installed) "
+        "to load each distinct default and tool_use template once, in a child process.",
+        example="A template using a construct llama.cpp's Jinja engine does not support, or a syntax error.",
+        fix="Replace the template with one llama.cpp parses (upstream's current one): `gguftpl patch FILE "
+        "--from-hub REPO -o FIXED.gguf`; check with `gguftpl verify FIXED.gguf`.",
+    )
+)
+LLAMACPP_RENDER_BOMB = register(
+    Rule(
+        "GT607",
+        "llamacpp-render-bomb",
+        Severity.ERROR,
+        "A chat template exhausts time, output size, memory or recursion when rendered; llama.cpp would hang "
+        "or crash on it, so it was not run there.",
+        why="llama.cpp renders templates without time, size or recursion limits: such a template stalls every "
+        "request, fills memory, or overflows the stack and kills llama-server (a self-calling macro, thousands "
+        "of nested brackets).",
+        example="`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`, or a loop that prints gigabytes.",
+        fix="Replace the template with a working upstream one: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
+    )
+)
+LLAMACPP_LOAD_FAILED = register(
+    Rule(
+        "GT608",
+        "llamacpp-load-failed",
+        Severity.ERROR,
+        "llama.cpp refuses to load the file for a reason other than its chat template.",
+        why="Whatever the templates say, llama-server exits at startup: a key of the wrong type, a broken "
+        "vocabulary, truncated data. The message is llama.cpp's own.",
+        example="`key tokenizer.ggml.eos_token_id has wrong type i32 but expected type u32`.",
+        fix="Re-convert the file with a current llama.cpp converter (see also GT003/GT004 for the cause).",
+    )
+)

@@ -1,8 +1,8 @@
 """Audit many GGUF files: read each header, analyse its chat templates, collect findings.
 
-The expensive part (rendering templates) is done once per distinct template set: quants of one model
-share the same templates, so a directory of 100 GGUFs costs little more than one. Findings are cached
-with a placeholder file name and re-labelled for every file that shares them.
+The expensive part (rendering templates) is done once per distinct template text: quants of one model
+share the same templates, so a directory of 100 GGUFs costs little more than one. The facts are cached;
+the rules run for every file, so each finding carries its own file's name.
 
 A file that cannot be read is a finding for that file (GT001), never the end of the run. Only bad usage
 (a path that does not exist, an unknown rule selector or engine: ``UsageError``) and a folder that cannot
@@ -11,7 +11,6 @@ be listed (``OSError``) raise.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import shlex
@@ -20,8 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gguftpl import limits
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.rules.context import FileContext
+from gguftpl.templates.analysis import FactsKey, SetFacts, gather_set, run_checks, sort_findings
+from gguftpl.templates.facts import TemplateFacts, VocabFacts, vocab_facts
 
 __all__ = [
     "AnalysisCache",
@@ -36,11 +39,6 @@ __all__ = [
 
 GGUF_SUFFIX = ".gguf"
 
-# Stands in for the file name while a template set is analysed, so the findings can be shared by every
-# file with the same templates. Only characters shlex considers safe, so a fix command built around it is
-# left unquoted and we can quote the real path ourselves.
-_FILE_PLACEHOLDER = "@@gguftpl-file@@"
-
 
 @dataclass
 class FileAudit:
@@ -48,8 +46,8 @@ class FileAudit:
 
     path: str
     """The label the user gave: a path as typed, a path found under a directory, or a URL."""
-    templates: list[Any] = field(default_factory=list)
-    """One ``templates.analysis.TemplateReport`` per chat template in the file."""
+    templates: list[TemplateFacts] = field(default_factory=list)
+    """The facts of each chat template in the file (``templates.facts.TemplateFacts``)."""
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     """Why the file could not be audited fully (the matching GT001/GT002 finding is in ``findings``)."""
@@ -161,120 +159,118 @@ def _registered_rule(code: str) -> Rule | None:
         return None
 
 
-# Arrays the analysis may consult through the template set (token lookups), hashed rather than compared.
-_VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+@dataclass(frozen=True)
+class _Loaded:
+    """One file's template set and the facts the rules read, shared by files with the same metadata."""
 
-
-def _fingerprint(tset: Any, header: Any, upstream_repo: str | None, engine: str) -> str:
-    """What the analysis can depend on: every public template-set field except where the file is, plus
-    the vocabulary (two files with equal templates but different token lists must not share results)."""
-    h = hashlib.sha256()
-    h.update(f"engine={engine}\nupstream={upstream_repo}\n".encode())
-    if not (dataclasses.is_dataclass(tset) and not isinstance(tset, type)):
-        h.update(f"id={id(tset)}".encode())  # unknown shape: never share results
-        return h.hexdigest()
-    for f in dataclasses.fields(tset):
-        if f.name == "path" or f.name.startswith("_"):
-            continue
-        value = getattr(tset, f.name)
-        if f.name == "templates" and isinstance(value, dict):
-            # the sha256 stands for the text
-            value = sorted((n, getattr(t, "key", None), getattr(t, "sha256", None)) for n, t in value.items())
-        h.update(f"{f.name}={value!r}\n".encode("utf-8", "surrogatepass"))
-    get = getattr(header, "get", None)
-    for key in _VOCAB_KEYS:
-        value = get(key) if get is not None else None
-        h.update(f"{key}={value!r}\n".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
-
-
-def _relabel_str(value: Any, label: str, quoted: str) -> Any:
-    if isinstance(value, str) and _FILE_PLACEHOLDER in value:
-        return value.replace(_FILE_PLACEHOLDER, quoted)
-    if isinstance(value, str) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {k: _relabel_str(v, label, quoted) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_relabel_str(v, label, quoted) for v in value]
-    return value
-
-
-def _relabel(finding: Finding, label: str) -> Finding:
-    loc = finding.location
-    file = label if loc.file in (_FILE_PLACEHOLDER, "") else loc.file.replace(_FILE_PLACEHOLDER, label)
-    return dataclasses.replace(
-        finding,
-        location=dataclasses.replace(loc, file=file),
-        message=_relabel_str(finding.message, label, label),
-        evidence=_relabel_str(finding.evidence, label, label),
-        # a fix is a command line: quote the path the way a shell needs it
-        fix=_relabel_str(finding.fix, label, shlex.quote(label)),
-        extra=_relabel_str(finding.extra, label, label),
-    )
-
-
-def _relabel_template(report: Any, label: str) -> Any:
-    details = getattr(report, "details", None)
-    if dataclasses.is_dataclass(report) and not isinstance(report, type) and isinstance(details, dict):
-        return dataclasses.replace(report, details=_relabel_str(details, label, label))
-    return report
-
-
-@dataclass
-class _Analysis:
-    templates: list[Any]
-    findings: list[Finding]
+    tset: Any
+    upstream_repo: str | None
+    upstream_how: str
+    facts: SetFacts
+    vocab: VocabFacts
 
 
 class AnalysisCache:
-    """Template-set analyses keyed by a fingerprint of everything they read. Share one across calls (e.g.
-    a long-running process) to skip files already seen.
+    """Template facts shared across files and calls (e.g. a long-running process), so a template is rendered
+    once however many files carry it; the rules, which are cheap, run for every file with its own name.
 
-    Two levels: ``_store`` maps a template-set fingerprint to its analysis; ``_by_header`` maps a hash of
-    the raw metadata bytes (minus keys that differ between quants and that template sets never read) to
-    that fingerprint, so a second quant of a model skips even decoding its vocabulary."""
+    Three levels: ``_facts`` maps (template text, bos, eos, llama.cpp asked) to its facts; ``_sets`` counts
+    the template sets analysed; ``_by_header`` maps a hash of the raw metadata bytes (minus keys that differ
+    between quants and that template sets never read) to everything loaded for that file, so a second
+    quant of a model skips even decoding its vocabulary."""
 
     def __init__(self) -> None:
-        self._store: dict[str, _Analysis] = {}
-        self._by_header: dict[str, tuple[str, str | None, str]] = {}
+        self._facts: dict[FactsKey, TemplateFacts] = {}
+        self._sets: set[str] = set()
+        self._by_header: dict[str, _Loaded] = {}
         self.hits = 0
-        """Files whose analysis came from the cache (either level)."""
+        """Files whose template set was analysed before (either level)."""
         self.misses = 0
         """Template sets analysed."""
         self.header_hits = 0
         """Files answered from the raw-metadata level, without building a template set."""
-        self.parse_verdicts: dict[str, str | None] = {}
-        """sha256 of a template text -> llama.cpp's refusal (None: it loads), for the parse check."""
         self.parse_checks = 0
         """Distinct template texts this cache asked llama.cpp about."""
         self.parse_skipped = ""
         """Why the llama.cpp parse check did not run (xllamacpp not installed), once it was wanted."""
 
-    def get_or_compute(self, key: str, compute: Callable[[], _Analysis]) -> tuple[_Analysis, bool]:
-        found = self._store.get(key)
+    def load(self, header: Any, engine: str) -> tuple[_Loaded, bool]:
+        """Everything the rules read about ``header``'s file, and whether its template set was seen before."""
+        from gguftpl.templates.templateset import load_templateset
+
+        header_key = _header_key(header, engine)
+        found = self._by_header.get(header_key) if header_key else None
         if found is not None:
             self.hits += 1
+            self.header_hits += 1
             return found, True
-        self.misses += 1
-        result = compute()
-        self._store[key] = result
-        return result, False
+        tset = load_templateset(header)
+        repo, how = _find_upstream(tset)
+        facts = gather_set(tset, llamacpp_names=self._llamacpp_names(engine), memo=self._facts)
+        vocab = vocab_facts(tset, facts.templates)
+        set_key = _set_key(tset, header, engine)
+        seen = set_key in self._sets
+        if seen:
+            self.hits += 1
+        else:
+            self.misses += 1
+            self._sets.add(set_key)
+        self.parse_checks += facts.llamacpp_asked
+        loaded = _Loaded(tset, repo, how, facts, vocab)
+        if header_key:
+            self._by_header[header_key] = loaded
+        return loaded, seen
 
-    def lookup_header(self, header_key: str) -> tuple[_Analysis, str | None, str] | None:
-        entry = self._by_header.get(header_key)
-        if entry is None:
-            return None
-        key, repo, how = entry
-        self.hits += 1
-        self.header_hits += 1
-        return self._store[key], repo, how
+    def _llamacpp_names(self, engine: str) -> tuple[str, ...]:
+        """The templates llama.cpp is asked to load: those it reads, when xllamacpp is installed.
+        ``--engine llamacpp`` loads the file itself, which reports a refused default, so only ``tool_use``
+        is asked then (llama.cpp drops one it cannot parse silently)."""
+        if engine == "hf-only" or self.parse_skipped:
+            return ()
+        from gguftpl.errors import LlamaCppError
+        from gguftpl.llamacpp import require_xllamacpp
 
-    def remember_header(self, header_key: str, key: str, repo: str | None, how: str) -> None:
-        self._by_header[header_key] = (key, repo, how)
+        try:
+            require_xllamacpp()
+        except LlamaCppError as exc:  # not installed: the audit goes on without this check
+            self.parse_skipped = str(exc)
+            return ()
+        return _LLAMACPP_TEMPLATES if engine != "llamacpp" else _LLAMACPP_TEMPLATES[1:]
 
     def __len__(self) -> int:
-        return len(self._store)
+        return len(self._sets)
+
+
+def _set_key(tset: Any, header: Any, engine: str) -> str:
+    """One analysis: the template names and texts, bos and eos, the engine, and the vocabulary (equal
+    templates over another vocabulary are another analysis: the token rules read it)."""
+    from gguftpl.templates.templateset import special_token_text
+
+    h = hashlib.sha256(f"engine={engine}\n".encode())
+    for role in ("bos", "eos"):
+        h.update(f"{role}={special_token_text(tset, role)!r}\n".encode("utf-8", "surrogatepass"))
+    for name, tpl in tset.templates.items():
+        h.update(f"{name}={tpl.sha256}\n".encode("utf-8", "surrogatepass"))
+    for key in _VOCAB_KEYS:
+        h.update(_raw_value(header, key))
+    return h.hexdigest()
+
+
+# The arrays the token rules read through the template set, hashed as stored (never decoded for this).
+_VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+
+
+def _raw_value(header: Any, key: str) -> bytes:
+    from gguftpl.gguf.reader import LazyArray
+
+    kv = getattr(header, "kv", {}).get(key)
+    value = getattr(kv, "value", None)
+    if isinstance(value, LazyArray):
+        try:
+            return hashlib.sha256(value.raw()).digest()
+        except (OSError, GGUFTplError):
+            return b"unreadable"
+    return repr(value).encode("utf-8", "surrogatepass")
 
 
 # Metadata that differs between quants of one model and that a template set never reads (a test checks
@@ -345,93 +341,6 @@ _ENGINES = ("hf", "hf-only", "llamacpp")
 # The templates llama.cpp reads from a GGUF (llama_model_chat_template): the default, and tool_use for
 # requests with tools. Other named templates (rag, …) never reach it.
 _LLAMACPP_TEMPLATES = ("default", "tool_use")
-# Templates the bounded renderer already had to stop: llama.cpp renders them at load without limits, so
-# asking it would cost a crashed worker or the full timeout and say nothing new.
-_BOMB_CODES = ("GT404", "GT405")
-# How parse_check words a worker that crashed or hung, as opposed to llama.cpp's own refusal.
-_LLAMACPP_OWN = ("llama.cpp crashed", "llama.cpp did not finish")
-
-
-def _analyze(tset: Any, upstream_repo: str | None, engine: str, cache: AnalysisCache | None = None) -> _Analysis:
-    from gguftpl.templates.analysis import analyze_templateset
-
-    _check_engine(engine)
-    if dataclasses.is_dataclass(tset) and not isinstance(tset, type) and hasattr(tset, "path"):
-        tset = dataclasses.replace(tset, path=_FILE_PLACEHOLDER)
-    result = analyze_templateset(tset, location_file=_FILE_PLACEHOLDER, upstream_repo=upstream_repo)
-    findings = list(result.findings)
-    if engine != "hf-only" and cache is not None:
-        findings += _parse_check_findings(tset, findings, upstream_repo, engine, cache)
-    return _Analysis(templates=list(result.templates), findings=findings)
-
-
-def _parse_check_findings(
-    tset: Any, findings: list[Finding], upstream_repo: str | None, engine: str, cache: AnalysisCache
-) -> list[Finding]:
-    """GT606 for each template llama.cpp refuses to load, asked once per distinct text (``cache``) and
-    only when xllamacpp is installed. ``--engine llamacpp`` loads the file itself, which reports a refused
-    default template, so only ``tool_use`` is asked then (llama.cpp drops one it cannot parse silently)."""
-    from gguftpl.rules import LLAMACPP_TEMPLATE_REJECTED
-
-    names = _LLAMACPP_TEMPLATES if engine != "llamacpp" else _LLAMACPP_TEMPLATES[1:]
-    bombs = {f.template for f in findings if f.code in _BOMB_CODES}
-    todo = {
-        name: tpl
-        for name, tpl in getattr(tset, "templates", {}).items()
-        if name in names and name not in bombs and isinstance(getattr(tpl, "text", None), str)
-    }
-    if not todo or cache.parse_skipped:
-        return []
-    from gguftpl.errors import LlamaCppError
-    from gguftpl.llamacpp import parse_check
-
-    ask = {t.sha256: t.text for t in todo.values() if t.sha256 not in cache.parse_verdicts}
-    if ask:
-        try:
-            answers = parse_check(list(ask.values()))
-        except LlamaCppError as exc:  # xllamacpp not installed: the audit goes on without this check
-            cache.parse_skipped = str(exc)
-            return []
-        cache.parse_checks += len(ask)
-        for sha in ask:
-            cache.parse_verdicts[sha] = answers.get(sha)
-    out = []
-    for name, tpl in todo.items():
-        error = cache.parse_verdicts.get(tpl.sha256)
-        if error is None:
-            continue
-        if error.startswith(_LLAMACPP_OWN):
-            what = f"the {name} template"  # the worker crashed or hung: the error says so
-        elif name == "default":
-            what = "llama.cpp refuses to load the file: llama-server exits at startup ('chat template parsing error')"
-        else:
-            what = (
-                f"llama.cpp cannot use the {name} template: it drops one it cannot parse (requests with tools "
-                "then get the default template) or fails every request with tools"
-            )
-        out.append(
-            make_finding(
-                LLAMACPP_TEMPLATE_REJECTED,
-                f"{what}: {error[:300]}",
-                Location(file=_FILE_PLACEHOLDER, key=getattr(tpl, "key", None)),
-                template=name,
-                evidence=f"llama.cpp, loading a stand-in model that carries this template: {error[:1200]}",
-                fix=f"gguftpl patch {_FILE_PLACEHOLDER} --from-hub {upstream_repo or 'REPO'} -o FIXED.gguf"
-                " && gguftpl verify FIXED.gguf",
-                check="llamacpp-parse",
-            )
-        )
-    return out
-
-
-def _sort_key(templates: list[Any]) -> Callable[[Finding], tuple[Any, ...]]:
-    order = {getattr(t, "name", None): i for i, t in enumerate(templates)}
-
-    def key(f: Finding) -> tuple[Any, ...]:
-        t = -1 if f.template is None else order.get(f.template, len(order))
-        return (t, -f.severity.rank, f.code, f.location.line or 0, f.location.column or 0, f.message)
-
-    return key
 
 
 def audit_header(
@@ -449,9 +358,7 @@ def audit_header(
 
     ``strict`` re-raises unexpected exceptions from the analysis instead of reporting GT002 (``--debug``).
     """
-    from gguftpl.metadata_check import truncation_findings, wrong_type_findings
     from gguftpl.rules import AUDIT_FAILED
-    from gguftpl.templates.templateset import load_templateset
 
     start = time.perf_counter()
     _check_engine(engine)
@@ -459,39 +366,35 @@ def audit_header(
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
     try:
-        header_key = _header_key(header, engine)
-        hit = cache.lookup_header(header_key) if header_key else None
-        if hit is not None:
-            analysis, audit.upstream_repo, audit.upstream_how = hit
-            audit.cached = True
-        else:
-            tset = load_templateset(header)
-            audit.upstream_repo, audit.upstream_how = _find_upstream(tset)
-            key = _fingerprint(tset, header, audit.upstream_repo, engine)
-            analysis, audit.cached = cache.get_or_compute(
-                key, lambda: _analyze(tset, audit.upstream_repo, engine, cache)
-            )
-            if header_key:
-                cache.remember_header(header_key, key, audit.upstream_repo, audit.upstream_how)
-        audit.templates = [_relabel_template(t, label) for t in analysis.templates]
-        findings = [_relabel(f, label) for f in analysis.findings]
+        loaded, audit.cached = cache.load(header, engine)
+        audit.upstream_repo, audit.upstream_how = loaded.upstream_repo, loaded.upstream_how
+        audit.templates = list(loaded.facts.templates)
+        ctx = FileContext(
+            file=label,
+            tset=loaded.tset,
+            vocab=loaded.vocab,
+            templates=loaded.facts.templates,
+            header=header,
+            upstream_repo=loaded.upstream_repo,
+            skipped=loaded.facts.skipped,
+            max_analysed=limits.MAX_ANALYSED_TEXTS,
+        )
+        audit.findings = run_checks(ctx, keep)
     except UsageError:
         raise
     except Exception as exc:
         if strict and not isinstance(exc, GGUFTplError):
             raise
         audit.error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, GGUFTplError) else str(exc)
-        findings = [
-            make_finding(
-                AUDIT_FAILED,
-                f"could not finish checking the chat templates: {audit.error}",
-                Location(file=label),
-                fix=f"gguftpl --debug audit {shlex.quote(label)}",
-            )
-        ]
-    # per file and cheap, so outside the cached analysis; reported even when the analysis failed
-    findings += wrong_type_findings(header, label) + truncation_findings(header, label)
-    audit.findings = sorted((f for f in findings if keep(f.code)), key=_sort_key(audit.templates))
+        failed = make_finding(
+            AUDIT_FAILED,
+            f"could not finish checking the chat templates: {audit.error}",
+            Location(file=label),
+            fix=f"gguftpl --debug audit {shlex.quote(label)}",
+        )
+        # the header's own checks (key types, truncation) still hold when the templates could not be read
+        header_checks = run_checks(FileContext(file=label, header=header), keep)
+        audit.findings = [f for f in [failed, *header_checks] if keep(f.code)]
     audit.seconds = time.perf_counter() - start
     return audit
 
@@ -582,7 +485,7 @@ def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label
         # one file llama.cpp refuses must not end the audit of the others: it is a finding about that file
         found = [make_finding(LLAMACPP_LOAD_FAILED, str(exc), Location(file=label), evidence="\n".join(exc.log[:20]))]
     extra = [f for f in found if keep(f.code)]
-    audit.findings = sorted([*audit.findings, *extra], key=_sort_key(audit.templates))
+    audit.findings = sort_findings([*audit.findings, *extra], audit.templates)
 
 
 def _raise(exc: OSError) -> None:

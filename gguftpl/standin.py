@@ -108,7 +108,7 @@ def byte_level_tokenizer(
     Returns (keys, tokens added beyond the byte symbols).
     """
     from gguftpl.gguf.tinymodel import byte_level_vocab
-    from gguftpl.templates.analysis import LLAMACPP_EOG_BY_TEXT
+    from gguftpl.templates.tokens import LLAMACPP_EOG_BY_TEXT
 
     markers = list(dict.fromkeys(markers))
     if eos is None:

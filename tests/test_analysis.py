@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gguftpl.findings import Severity
+from gguftpl.findings import Severity, get_rule
 from gguftpl.gguf.reader import read_header
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text, analyze_templateset
+from gguftpl.templates.analysis import analyze_template_text, analyze_templateset, template_findings
 from gguftpl.templates.dialect import classify, inserted_text, render_call
 from gguftpl.templates.hfrender import TemplateRenderError, get_worker, render_hf
 from gguftpl.templates.static import data_flow, parse_template
@@ -26,7 +26,19 @@ HERMES_DEFAULT = (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.default.jinja")
 
 
 def codes(report: Any) -> dict[str, dict[str, Any]]:
-    return {f["code"]: f for f in report.details["findings"]}
+    return {f["code"]: f for f in pending(report)}
+
+
+def pending(report: Any) -> list[dict[str, Any]]:
+    """The template's findings as dicts: line and column at the top, severity only where a finding carries
+    another than its rule's (as assertions read them)."""
+    out = []
+    for f in template_findings(report):
+        d = {**f.to_dict(), "line": f.location.line, "column": f.location.column}
+        if f.severity == get_rule(f.code).severity:
+            del d["severity"]
+        out.append(d)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ render_hf
@@ -247,7 +259,7 @@ def test_hermes_tool_use_has_no_error() -> None:
     assert report.tools_in_prompt is True and report.tools_static is True
     assert report.dialect == "hermes"
     assert report.renders_tool_calls is True and report.renders_tool_results is True
-    errors = [f for f in report.details["findings"] if f.get("severity", _default(f["code"])) == "error"]
+    errors = [f for f in pending(report) if f.get("severity", _default(f["code"])) == "error"]
     assert errors == []
 
 
@@ -306,7 +318,7 @@ def test_system_role_rejected_is_folded() -> None:
         "{% if add_generation_prompt %}model:{% endif %}"
     )
     report = analyze_template_text(text)
-    assert report.details.get("system_folded") is True
+    assert report.system_folded is True
     assert "GT104" in codes(report)
 
 
@@ -471,7 +483,7 @@ def test_deeply_nested_template_does_not_crash_the_analysis() -> None:
     text = "{% if true %}" * 3000 + "x" + "{% endif %}" * 3000
     report = analyze_template_text(text)
     assert report.tools_static is None or report.tools_static is False
-    assert report.details["findings"]
+    assert pending(report)
 
 
 def test_tools_rendered_only_with_a_system_turn_count() -> None:
@@ -482,7 +494,7 @@ def test_tools_rendered_only_with_a_system_turn_count() -> None:
     )
     report = analyze_template_text(text)
     assert report.tools_in_prompt is True and report.tools_static is True
-    assert report.details["tools_need_system"] is True
+    assert report.tools_need_system is True
     assert "GT201" not in codes(report)
 
 
@@ -502,7 +514,7 @@ _PYTHONIC = (
 def test_pythonic_call_list_is_classified_end_to_end() -> None:
     report = analyze_template_text(_PYTHONIC)
     assert report.renders_tool_calls is True
-    assert report.details["call_text"] == f'[{probes.CANARY_TOOL_NAME}(record_key="{probes.CANARY_ARG_VALUE}")]'
+    assert report.call_text == f'[{probes.CANARY_TOOL_NAME}(record_key="{probes.CANARY_ARG_VALUE}")]'
     assert report.dialect == "pythonic"
     assert codes(report)["GT206"]["extra"]["dialect"] == "pythonic"
 

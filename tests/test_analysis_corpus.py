@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.templates.analysis import analyze_template_text
+from gguftpl.templates.analysis import analyze_template_text, template_findings
 from gguftpl.templates.dialect import DIALECTS
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -38,13 +38,13 @@ def test_corpus_template_verdicts(name: str) -> None:
     assert report.tools_static == expected["tools_static"]
     assert report.dialect == expected["dialect"]
     assert report.renders_tool_calls == expected["renders_tool_calls"]
-    codes = {f["code"] for f in report.details["findings"]}
+    codes = {f.code for f in template_findings(report)}
     # GT201 is raised exactly for the templates whose tool schemas never reach the prompt.
     assert ("GT201" in codes) == (not expected["tools_in_prompt"])
     # every corpus template keeps system messages and assistant replies (GT105 would be a false alarm)
     assert "GT105" not in codes
     if expected["tools_in_prompt"]:
-        prompt = report.details["prompts"]["tools"]
+        prompt = report.prompts["tools"]
         assert "gguftpl_canary_lookup" in prompt and "qz7canaryparam" in prompt
 
 

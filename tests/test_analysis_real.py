@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gguftpl.audit import audit_file
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text
+from gguftpl.templates.analysis import analyze_template_text, template_findings
 from gguftpl.templates.dialect import classify, render_call
 
 REAL = Path(__file__).resolve().parent / "data" / "real_templates"
@@ -22,7 +22,7 @@ def _text(name: str) -> str:
 
 
 def _codes(report: object) -> set[str]:
-    return {f["code"] for f in report.details["findings"]}  # type: ignore[attr-defined]
+    return {f.code for f in template_findings(report)}
 
 
 def test_every_real_template_has_provenance() -> None:
@@ -62,11 +62,11 @@ def test_template_that_never_writes_calls_still_gets_gt203() -> None:
 def test_call_id_written_where_the_name_belongs_is_reported() -> None:
     report = analyze_template_text(_text("moonshotai-Kimi-K2-Thinking.jinja"), bos_token="<s>", eos_token="</s>")
     assert report.dialect == "kimi"
-    found = {f["code"]: f for f in report.details["findings"]}
+    found = {f.code: {**f.to_dict(), "line": f.location.line} for f in template_findings(report)}
     assert "GT209" in found
     assert probes.CANARY_CALL_ID in found["GT209"]["evidence"]
     assert f"functions.{probes.CANARY_TOOL_NAME}:0" in found["GT209"]["message"]
-    assert report.details["call_id_in_place_of_name"] is True
+    assert report.call.id_in_place_of_name is True
 
 
 def test_kimi_templates_that_build_the_id_from_the_name_are_not_reported() -> None:
@@ -96,10 +96,10 @@ def test_name_keyed_json_calls_are_apertus() -> None:
 
 def test_messages_a_template_drops_silently_are_reported() -> None:
     report = analyze_template_text(_text("vllm-tool_chat_template_granite.jinja"), bos_token="<s>", eos_token="</s>")
-    gt105 = [f for f in report.details["findings"] if f["code"] == "GT105"]
+    gt105 = [f.to_dict() for f in template_findings(report) if f.code == "GT105"]
     assert {f["extra"]["role"] for f in gt105} == {"system", "assistant"}
     assert all(f.get("severity", "warning") == "warning" for f in gt105)
-    assert report.details["dropped"] == ["system message", "assistant reply"]
+    assert list(report.dropped) == ["system message", "assistant reply"]
     # the tools do reach the prompt; calls and results do not
     assert report.tools_in_prompt is True
     assert {"GT203", "GT204"} <= _codes(report)
@@ -107,7 +107,7 @@ def test_messages_a_template_drops_silently_are_reported() -> None:
 
 def test_a_template_that_keeps_every_role_has_no_gt105() -> None:
     kimi = analyze_template_text(_text("moonshotai-Kimi-K2-Thinking.jinja"), bos_token="<s>", eos_token="</s>")
-    assert "GT105" not in _codes(kimi) and "dropped" not in kimi.details
+    assert "GT105" not in _codes(kimi) and not kimi.dropped
 
 
 def test_gt105_needs_the_user_text_in_the_prompt() -> None:
@@ -122,7 +122,7 @@ def test_a_template_that_does_not_parse_still_names_the_dialect_its_text_teaches
     text = _text("vllm-tool_chat_template_deepseekv31.jinja")
     report = analyze_template_text(text, bos_token="<s>", eos_token="</s>")
     assert "GT102" in _codes(report)
-    assert (report.dialect, report.details["dialect_source"]) == ("deepseek", "literal")
+    assert (report.dialect, report.dialect_source) == ("deepseek", "literal")
     broken_chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
     assert analyze_template_text(broken_chatml).dialect == "unknown"
 
@@ -131,4 +131,4 @@ def test_mistral_example_drops_calls_and_the_system_message() -> None:
     report = analyze_template_text(_text("vllm-tool_chat_template_mistral.jinja"), bos_token="<s>", eos_token="</s>")
     assert report.renders_tool_calls is False and report.tools_in_prompt is True
     assert {"GT203", "GT105"} <= _codes(report)
-    assert report.details["dropped"] == ["system message"]
+    assert list(report.dropped) == ["system message"]

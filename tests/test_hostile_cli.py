@@ -351,7 +351,7 @@ def test_render_bombs_never_reach_llamacpp(make_gguf: MakeGGUF, template: str) -
 
 
 def test_huge_template_is_reported_not_analysed(make_gguf: MakeGGUF) -> None:
-    from gguftpl.templates.analysis import MAX_TEMPLATE_BYTES
+    from gguftpl.limits import MAX_TEMPLATE_BYTES
 
     path = make_gguf("huge.gguf", templates={"default": CHATML + "{# " + "a" * MAX_TEMPLATE_BYTES + " #}"})
     res = cli("audit", "--format", "json", path)

@@ -145,10 +145,10 @@ def test_many_named_templates_are_analysed_once_per_text_and_within_a_bound(
     """10,000 named templates: the audit analysed each one (identical texts too) and ran for minutes."""
     from click.testing import CliRunner
 
+    from gguftpl import limits
     from gguftpl.cli import main_group
-    from gguftpl.templates import analysis
 
-    monkeypatch.setattr(analysis, "MAX_ANALYSED_TEXTS", 4)  # the real bound is 64; the logic is the same
+    monkeypatch.setattr(limits, "MAX_ANALYSED_TEXTS", 4)  # the real bound is 64; the logic is the same
     same = {f"s{i:03d}": CHATML + "{# same #}" for i in range(300)}
     distinct = {f"t{i}": CHATML + f"{{# {i} #}}" for i in range(6)}
     path = make_gguf("many.gguf", templates={"default": CHATML, **same, **distinct})

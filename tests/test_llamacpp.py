@@ -320,7 +320,7 @@ def test_llamacpp_refuses_a_template_that_prints_call_arguments_with_string(make
     """Why GT208 matters for call arguments: llama.cpp derives its parser by rendering a call with
     mapping arguments; ``| string`` prints Python's repr there, the derivation fails and llama-server exits.
     The same template with ``| tojson`` loads and parses its own call."""
-    from gguftpl.templates.analysis import analyze_template_text
+    from gguftpl.templates.analysis import analyze_template_text, template_findings
 
     def template(expr: str) -> str:
         return (
@@ -333,7 +333,7 @@ def test_llamacpp_refuses_a_template_that_prints_call_arguments_with_string(make
         )
 
     repr_args = template("{{ c.function.arguments | string }}")
-    assert "GT208" in {f["code"] for f in analyze_template_text(repr_args).details["findings"]}
+    assert "GT208" in {f.code for f in template_findings(analyze_template_text(repr_args))}
     r = verify_file(make_gguf("repr.gguf", templates={"default": repr_args}))
     assert r.stage(STAGE_SELECTION).status == FAIL and r.template == "rejected"
     ok = verify_file(make_gguf("json.gguf", templates={"default": template("{{ c.function.arguments | tojson }}")}))

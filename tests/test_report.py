@@ -23,7 +23,7 @@ from gguftpl.findings import Location, Rule, Severity, make_finding
 from gguftpl.report import FORMATS, format_names, get_formatter, tool_version
 from gguftpl.report.github import escape_data, escape_property
 from gguftpl.report.sarif import artifact_uri
-from gguftpl.templates.analysis import TemplateReport
+from gguftpl.templates.facts import StaticFacts, TemplateFacts
 from tests.golden._check import assert_golden, normalise
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
@@ -43,18 +43,18 @@ R_INFO = Rule("GT501", "upstream-unknown", Severity.INFO, "No upstream repositor
 R_FILE = Rule("GT001", "unreadable-gguf", Severity.ERROR, "The file is not a GGUF that can be read.")
 
 
-def tpl(name: str, key: str, sha: str, tools: bool | None, dialect: str) -> TemplateReport:
-    return TemplateReport(
+def tpl(name: str, key: str, sha: str, tools: bool | None, dialect: str) -> TemplateFacts:
+    return TemplateFacts(
         name=name,
         key=key,
         sha256=sha,
+        size=0,
+        static=StaticFacts(reads_tools=bool(tools), tools_rendered=tools),
         tools_in_prompt=tools,
-        tools_static=tools,
         dialect=dialect,
         renders_tool_calls=bool(tools),
         renders_tool_results=bool(tools),
         handles_generation_prompt=True,
-        details={},
     )
 
 

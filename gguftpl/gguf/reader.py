@@ -227,9 +227,13 @@ class LazyArray:
     def __len__(self) -> int:
         return self.count
 
+    def raw(self) -> bytes:
+        """The array's bytes as stored (elements, without the count)."""
+        return self._loader(self.offset, self.end)
+
     def decode(self) -> list[Any]:
         if self._cache is None:
-            raw = self._loader(self.offset, self.end)
+            raw = self.raw()
             if self.elem_type == ValueType.STRING:
                 self._cache = _decode_strings(raw, self.count, self.byteorder, self.offset)
             else:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from gguftpl.findings import Rule, Severity, register
+from collections.abc import Iterator
+from typing import Any
+
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
 
 UNREADABLE_GGUF = register(
     Rule(
@@ -47,6 +51,49 @@ METADATA_WRONG_TYPE = register(
     )
 )
 
+
+@check(METADATA_WRONG_TYPE, "file")
+def metadata_wrong_type(ctx: FileContext) -> Iterator[Finding]:
+    """GT003 for every known key whose stored type is not the one llama.cpp (or a runtime) reads."""
+    from gguftpl.gguf.keytypes import T, expected_type, type_name
+
+    kvs = getattr(ctx.header, "kv", None)
+    if not isinstance(kvs, dict):
+        return  # not a header at all: the audit reports that (GT002)
+    arch_kv = kvs.get("general.architecture")
+    arch = arch_kv.value if arch_kv is not None and isinstance(arch_kv.value, str) else None
+    for key, kv in kvs.items():
+        want = expected_type(key, arch)
+        if want is None:
+            continue
+        vtype, elem = want
+        if kv.type == vtype and (vtype != T.ARRAY or kv.elem_type == elem):
+            continue
+        got = type_name(kv.type, kv.elem_type)
+        if key == "tokenizer.chat_template" or key.startswith("tokenizer.chat_template."):
+            effect = "runtimes cannot use it as a chat template and fall back to a built-in one (usually ChatML)"
+        elif key == "tokenizer.chat_templates":
+            effect = "the list of named templates cannot be read"
+        else:
+            effect = f"llama.cpp refuses to load the file ('key {key} has wrong type')"
+        yield ctx.finding(
+            METADATA_WRONG_TYPE,
+            f"stored as {got}, expected {type_name(vtype, elem)}: {effect}",
+            key=key,
+            evidence=f"{key}: {got} = {_preview(kv.value)}",
+        )
+
+
+def _preview(value: Any) -> str:
+    if isinstance(value, (list, str)):
+        text = repr(value[:8]) if isinstance(value, list) else repr(value[:80])
+    elif hasattr(value, "__len__"):
+        text = f"<{len(value)} elements>"
+    else:
+        text = repr(value)
+    return text[:200]
+
+
 TRUNCATED_TENSOR_DATA = register(
     Rule(
         "GT004",
@@ -59,3 +106,21 @@ TRUNCATED_TENSOR_DATA = register(
         fix="Download the file again and compare its size (and sha256) with the one the repo lists.",
     )
 )
+
+
+@check(TRUNCATED_TENSOR_DATA, "file")
+def truncated_tensor_data(ctx: FileContext) -> Iterator[Finding]:
+    """GT004 when the file is shorter than the end of the tensor data the header describes."""
+    header = ctx.header
+    size = getattr(header, "file_size", None)
+    if not isinstance(size, int) or not getattr(header, "tensors", None):
+        return
+    end = header.data_end
+    if end is None or end <= size:
+        return
+    yield ctx.finding(
+        TRUNCATED_TENSOR_DATA,
+        f"the tensor data should end at byte {end:,} but the file has {size:,} bytes "
+        f"({end - size:,} missing): llama.cpp refuses to load it",
+        evidence=f"{len(header.tensors)} tensors, data section at byte {header.data_offset:,}",
+    )

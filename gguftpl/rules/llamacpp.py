@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from gguftpl.findings import Rule, Severity, register
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts
 
 LLAMACPP_TOOLS_DROPPED = register(
     Rule(
@@ -83,6 +90,37 @@ LLAMACPP_TEMPLATE_REJECTED = register(
         "--from-hub REPO -o FIXED.gguf`; check with `gguftpl verify FIXED.gguf`.",
     )
 )
+
+
+# How the parse check words a worker that crashed or hung, as opposed to llama.cpp's own refusal.
+_LLAMACPP_OWN = ("llama.cpp crashed", "llama.cpp did not finish")
+
+
+@check(LLAMACPP_TEMPLATE_REJECTED, "template")
+def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    error = t.llamacpp_load_error
+    if not error:
+        return
+    if error.startswith(_LLAMACPP_OWN):
+        what = f"the {t.name} template"  # the worker crashed or hung: the error says so
+    elif t.name == "default":
+        what = "llama.cpp refuses to load the file: llama-server exits at startup ('chat template parsing error')"
+    else:
+        what = (
+            f"llama.cpp cannot use the {t.name} template: it drops one it cannot parse (requests with tools "
+            "then get the default template) or fails every request with tools"
+        )
+    yield ctx.finding(
+        LLAMACPP_TEMPLATE_REJECTED,
+        f"{what}: {error[:300]}",
+        t,
+        evidence=f"llama.cpp, loading a stand-in model that carries this template: {error[:1200]}",
+        fix=f"gguftpl patch {ctx.quoted()} --from-hub {ctx.upstream_repo or 'REPO'} -o FIXED.gguf"
+        " && gguftpl verify FIXED.gguf",
+        check="llamacpp-parse",
+    )
+
+
 LLAMACPP_RENDER_BOMB = register(
     Rule(
         "GT607",

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from gguftpl.findings import Rule, Severity, register
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gguftpl import limits
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
+from gguftpl.rules.template import render_failures, sandbox_refusal
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts
 
 SANDBOX_ESCAPE = register(
     Rule(
@@ -17,6 +26,33 @@ SANDBOX_ESCAPE = register(
         fix="Do not use this file; replace the template with the upstream one.",
     )
 )
+
+
+@check(SANDBOX_ESCAPE, "template")
+def sandbox_escape(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for i in t.static.sandbox if t.static is not None else ():
+        if i.kind != "range":
+            yield ctx.finding(
+                SANDBOX_ESCAPE,
+                f"sandbox-escape construct: {i.detail}",
+                t,
+                line=i.line,
+                evidence=i.evidence,
+                fix=ctx.hub_fix(t.name),
+            )
+    for e in render_failures(t):
+        if sandbox_refusal(e):
+            yield ctx.finding(
+                SANDBOX_ESCAPE,
+                f"the sandbox refused an operation while rendering the {e.probe} probe: {e}",
+                t,
+                line=e.line,
+                evidence=e.source_line[:200],
+                fix=ctx.hub_fix(t.name),
+                probe=e.probe,
+            )
+
+
 HIDDEN_TRIGGER = register(
     Rule(
         "GT402",
@@ -28,6 +64,25 @@ HIDDEN_TRIGGER = register(
         fix="Do not use this file; replace the template with the upstream one.",
     )
 )
+
+
+@check(HIDDEN_TRIGGER, "template")
+def hidden_trigger(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for i in t.static.triggers if t.static is not None else ():
+        yield ctx.finding(
+            HIDDEN_TRIGGER, f"hidden trigger: {i.detail}", t, line=i.line, evidence=i.evidence, fix=ctx.hub_fix(t.name)
+        )
+    if t.trigger is not None:
+        lits = ", ".join(repr(x) for x in t.trigger.literals[:4])
+        yield ctx.finding(
+            HIDDEN_TRIGGER,
+            f"a user message containing {lits} makes the template add text the message did not contain",
+            t,
+            evidence=t.trigger.added,
+            fix=ctx.hub_fix(t.name),
+        )
+
+
 INVISIBLE_UNICODE = register(
     Rule(
         "GT403",
@@ -39,6 +94,22 @@ INVISIBLE_UNICODE = register(
         fix="Remove the characters, or replace the template with the upstream one.",
     )
 )
+
+
+@check(INVISIBLE_UNICODE, "template")
+def invisible_unicode(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for i in t.invisible:
+        yield ctx.finding(
+            INVISIBLE_UNICODE,
+            f"invisible character {i.detail}",
+            t,
+            line=i.line,
+            column=i.column,
+            evidence=i.evidence,
+            severity=Severity.ERROR if i.kind in ("bidi", "nul") else None,
+        )
+
+
 RENDER_RESOURCE_LIMIT = register(
     Rule(
         "GT404",
@@ -50,6 +121,44 @@ RENDER_RESOURCE_LIMIT = register(
         fix="Do not use this file; replace the template with the upstream one.",
     )
 )
+
+
+@check(RENDER_RESOURCE_LIMIT, "template")
+def render_resource_limit(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if t.too_large:
+        yield ctx.finding(
+            RENDER_RESOURCE_LIMIT,
+            f"the template is {t.size:,} bytes, over the {limits.MAX_TEMPLATE_BYTES:,}-byte bound (real chat templates "
+            "are under 100 KB): not parsed or rendered",
+            t,
+            evidence=t.head,
+            fix=ctx.hub_fix(t.name),
+        )
+    elif t.overrun is not None:
+        yield ctx.finding(
+            RENDER_RESOURCE_LIMIT,
+            f"rendering was stopped: {t.overrun}",
+            t,
+            line=t.overrun.line,
+            fix=ctx.hub_fix(t.name),
+            kind=t.overrun.kind,
+        )
+
+
+@check(RENDER_RESOURCE_LIMIT, "file")
+def templates_not_analysed(ctx: FileContext) -> Iterator[Finding]:
+    if ctx.skipped:
+        from gguftpl.templates.templateset import template_key
+
+        yield ctx.finding(
+            RENDER_RESOURCE_LIMIT,
+            f"{len(ctx.skipped):,} more named templates were not analysed: the analysis stops after "
+            f"{ctx.max_analysed} distinct template texts (first skipped: {ctx.skipped[0][:80]!r})",
+            key=template_key(ctx.skipped[0]),
+            severity=Severity.WARNING,
+        )
+
+
 HUGE_RANGE = register(
     Rule(
         "GT405",
@@ -61,3 +170,10 @@ HUGE_RANGE = register(
         fix="Do not use this file; replace the template with the upstream one.",
     )
 )
+
+
+@check(HUGE_RANGE, "template")
+def huge_range(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for i in t.static.sandbox if t.static is not None else ():
+        if i.kind == "range":
+            yield ctx.finding(HUGE_RANGE, f"huge range: {i.detail}", t, line=i.line, evidence=i.evidence)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from gguftpl.findings import Rule, Severity, register
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
+from gguftpl.templates import tokens
+from gguftpl.templates.facts import trim
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts
 
 MARKER_NOT_IN_VOCAB = register(
     Rule(
@@ -16,6 +25,24 @@ MARKER_NOT_IN_VOCAB = register(
         fix="Use the template that belongs to this model's tokenizer.",
     )
 )
+
+
+@check(MARKER_NOT_IN_VOCAB, "template")
+def marker_not_in_vocab(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    vocab = ctx.vocab
+    if vocab is None or not vocab.has_vocab:
+        return
+    for marker in t.markers:
+        if vocab.token_id(marker) is None:
+            yield ctx.finding(
+                MARKER_NOT_IN_VOCAB,
+                f"the template emits {marker!r}, which is not a token of the vocabulary",
+                t,
+                evidence=marker,
+                marker=marker,
+            )
+
+
 MARKER_NOT_CONTROL = register(
     Rule(
         "GT302",
@@ -28,6 +55,28 @@ MARKER_NOT_CONTROL = register(
         fix="Re-convert the model with the right added-token types.",
     )
 )
+
+
+@check(MARKER_NOT_CONTROL, "template")
+def marker_not_control(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    vocab = ctx.vocab
+    if vocab is None or not vocab.has_vocab:
+        return
+    for marker in t.markers:
+        tid = vocab.token_id(marker)
+        ttype = vocab.token_type(tid) if tid is not None else None
+        if ttype is not None and ttype not in (tokens.CONTROL, tokens.USER_DEFINED):
+            yield ctx.finding(
+                MARKER_NOT_CONTROL,
+                f"{marker!r} is token {tid} of type {ttype} (expected CONTROL 3 or USER_DEFINED 4)",
+                t,
+                evidence=marker,
+                marker=marker,
+                token_id=tid,
+                token_type=ttype,
+            )
+
+
 END_OF_TURN_NOT_EOG = register(
     Rule(
         "GT303",
@@ -40,6 +89,35 @@ END_OF_TURN_NOT_EOG = register(
         fix="Set `tokenizer.ggml.eos_token_id` (or `eot_token_id`) to the end-of-turn token.",
     )
 )
+
+
+@check(END_OF_TURN_NOT_EOG, "template")
+def end_of_turn_not_eog(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    tset, eot = ctx.tset, t.end_of_turn
+    stops = {role: tok for role, tok in tset.special_tokens.items() if role in ("eos", "eot", "eom")} if tset else {}
+    if not eot or not stops or tset is None:
+        return
+    stop_texts = {tok.text for tok in stops.values() if tok.text}
+    eot_id = ctx.vocab.token_id(eot) if ctx.vocab is not None else None
+    if eot in stop_texts or (eot_id is not None and eot_id in {tok.id for tok in stops.values()}):
+        return
+    names = ", ".join(f"{role}={tok.text!r}" for role, tok in stops.items())
+    known = eot in tokens.LLAMACPP_EOG_BY_TEXT
+    why = (
+        "llama.cpp stops on it by name, other runtimes that stop on EOS/EOT do not"
+        if known
+        else "generation may not stop"
+    )
+    yield ctx.finding(
+        END_OF_TURN_NOT_EOG,
+        f"assistant turns end with {eot!r}, which is not a stop token ({names}): {why}",
+        t,
+        severity=Severity.INFO if known else None,
+        evidence=eot,
+        marker=eot,
+    )
+
+
 DOUBLE_BOS = register(
     Rule(
         "GT304",
@@ -52,3 +130,16 @@ DOUBLE_BOS = register(
         fix="Drop `{{ bos_token }}` from the template or set `add_bos_token` to false.",
     )
 )
+
+
+@check(DOUBLE_BOS, "template")
+def double_bos(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if ctx.tset is None or not ctx.tset.add_bos or not t.starts_with_bos:
+        return
+    yield ctx.finding(
+        DOUBLE_BOS,
+        f"the template writes BOS {ctx.special_text('bos')!r} and add_bos_token is true: runtimes that add BOS "
+        "while tokenizing get two (llama.cpp strips one leading BOS; Hugging Face does not)",
+        t,
+        evidence=trim(t.prompts.get("plain", ""), 120),
+    )

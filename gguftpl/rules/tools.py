@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from gguftpl.findings import Rule, Severity, register
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
+from gguftpl.templates import probes
+from gguftpl.templates.facts import EVIDENCE_MAX, around, trim
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts
+
+
+def tools_missing(t: TemplateFacts) -> bool:
+    """The canary tool's schema did not reach the prompt (or nothing rendered and the AST shows no path)."""
+    return t.tools_in_prompt is False or (t.tools_in_prompt is None and t.tools_static is False)
+
 
 TOOLS_NOT_RENDERED = register(
     Rule(
@@ -18,6 +33,40 @@ TOOLS_NOT_RENDERED = register(
         "or `gguftpl patch FILE --template tool_use=PATH -o FIXED.gguf`.",
     )
 )
+
+
+@check(TOOLS_NOT_RENDERED, "template")
+def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if not tools_missing(t) or t.tool_name_in_prompt:
+        return
+    if t.name == "default" and ctx.tool_capable():
+        return  # GT205: llama.cpp switches to the tool-capable one
+    how = [
+        "rendered with a canary tool, neither its name nor its parameter description appears in the prompt"
+        if t.tools_in_prompt is False
+        else "the template could not be rendered"
+    ]
+    if t.tools_static is False:
+        reads = t.static is not None and t.static.reads_tools
+        how.append("the template reads `tools` only to test it" if reads else "the template never reads `tools`")
+    elif t.tools_static:
+        how.append("the AST has a path from `tools` to the output that the probe did not take")
+    message, severity, fix = "tool schemas never reach the prompt: " + "; ".join(how), None, ctx.hub_fix("tool_use")
+    if t.name != "default" and "tool" not in t.name:
+        message = f"named template '{t.name}' does not render tools (a problem only if used for tool calls)"
+        severity, fix = Severity.INFO, None
+    yield ctx.finding(
+        TOOLS_NOT_RENDERED,
+        message,
+        t,
+        evidence=trim(t.prompts.get("tools", "")),
+        fix=fix,
+        severity=severity,
+        tools_in_prompt=t.tools_in_prompt,
+        tools_static=t.tools_static,
+    )
+
+
 TOOLS_PARTIALLY_RENDERED = register(
     Rule(
         "GT202",
@@ -29,6 +78,19 @@ TOOLS_PARTIALLY_RENDERED = register(
         fix="Render the whole function object, e.g. `{{ tool.function | tojson }}`.",
     )
 )
+
+
+@check(TOOLS_PARTIALLY_RENDERED, "template")
+def tools_partially_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if tools_missing(t) and t.tool_name_in_prompt:
+        yield ctx.finding(
+            TOOLS_PARTIALLY_RENDERED,
+            "the tool name reaches the prompt but its parameter descriptions do not",
+            t,
+            evidence=around(t.prompts.get("tools", ""), probes.CANARY_TOOL_NAME),
+        )
+
+
 TOOL_CALLS_NOT_RENDERED = register(
     Rule(
         "GT203",
@@ -41,6 +103,19 @@ TOOL_CALLS_NOT_RENDERED = register(
         fix="Use the upstream template, which renders calls in the model's own dialect.",
     )
 )
+
+
+@check(TOOL_CALLS_NOT_RENDERED, "template")
+def tool_calls_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if t.tools_in_prompt and t.renders_tool_calls is False:
+        yield ctx.finding(
+            TOOL_CALLS_NOT_RENDERED,
+            "tools are rendered, but an assistant message's tool_calls leave no trace in the prompt",
+            t,
+            evidence=trim(t.call_text),
+        )
+
+
 TOOL_RESULTS_NOT_RENDERED = register(
     Rule(
         "GT204",
@@ -52,6 +127,23 @@ TOOL_RESULTS_NOT_RENDERED = register(
         fix="Use the upstream template, which renders tool results.",
     )
 )
+
+
+@check(TOOL_RESULTS_NOT_RENDERED, "template")
+def tool_results_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if not t.tools_in_prompt:
+        return
+    if t.renders_tool_results is False:
+        yield ctx.finding(
+            TOOL_RESULTS_NOT_RENDERED,
+            "tools are rendered, but a tool-role result does not appear in the prompt",
+            t,
+            evidence=trim(t.prompts.get("round_trip", "")[-EVIDENCE_MAX:]),
+        )
+    elif t.renders_tool_results is None and t.overrun is None:
+        yield ctx.finding(TOOL_RESULTS_NOT_RENDERED, "tools are rendered, but rendering a tool round trip raises", t)
+
+
 DEFAULT_IGNORES_TOOLS = register(
     Rule(
         "GT205",
@@ -64,6 +156,26 @@ DEFAULT_IGNORES_TOOLS = register(
         fix="Make the tool-capable template the default: `gguftpl patch FILE --template default=PATH -o OUT.gguf`.",
     )
 )
+
+
+@check(DEFAULT_IGNORES_TOOLS, "template")
+def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    capable = ctx.tool_capable()
+    if t.name != "default" or not capable or not tools_missing(t) or t.tool_name_in_prompt:
+        return
+    yield ctx.finding(
+        DEFAULT_IGNORES_TOOLS,
+        f"the default template ignores tools while '{capable[0]}' renders them: fine for "
+        "llama.cpp (it switches templates when tools are passed), but Ollama import, LM Studio "
+        "and llama-cpp-python's formatter read only the default and drop the tools",
+        t,
+        evidence=trim(t.prompts.get("tools", "")),
+        fix=f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
+        tools_in_prompt=t.tools_in_prompt,
+        tools_static=t.tools_static,
+    )
+
+
 TOOL_CALL_DIALECT = register(
     Rule(
         "GT206",
@@ -76,6 +188,21 @@ TOOL_CALL_DIALECT = register(
         fix="Configure the runtime's tool parser for this dialect.",
     )
 )
+
+
+@check(TOOL_CALL_DIALECT, "template")
+def tool_call_dialect(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if t.dialect == "none" or t.parse_error is not None or t.too_large:
+        return  # a template that does not parse names its dialect in the report, not as a finding
+    yield ctx.finding(
+        TOOL_CALL_DIALECT,
+        f"tool-call dialect: {t.dialect} (from the {t.dialect_source or 'template'} text)",
+        t,
+        evidence=trim(t.call_text),
+        dialect=t.dialect,
+    )
+
+
 NO_GENERATION_PROMPT = register(
     Rule(
         "GT207",
@@ -87,6 +214,22 @@ NO_GENERATION_PROMPT = register(
         fix="Use the upstream template.",
     )
 )
+
+
+@check(NO_GENERATION_PROMPT, "template")
+def no_generation_prompt(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    plain = t.prompts.get("plain")
+    # Nothing follows the user's text: the model would continue it. (Mistral's `[/INST]` or a template
+    # that always opens the assistant turn is fine.)
+    if t.handles_generation_prompt is False and plain is not None and plain.rstrip().endswith(probes.CANARY_USER):
+        yield ctx.finding(
+            NO_GENERATION_PROMPT,
+            "add_generation_prompt=True renders the same prompt as False: the assistant turn is never opened",
+            t,
+            evidence=trim(plain),
+        )
+
+
 TOOL_DATA_AS_PYTHON_REPR = register(
     Rule(
         "GT208",
@@ -103,6 +246,23 @@ TOOL_DATA_AS_PYTHON_REPR = register(
         "`{{ a if a is string else a | tojson }}`).",
     )
 )
+
+
+@check(TOOL_DATA_AS_PYTHON_REPR, "template")
+def tool_data_as_python_repr(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for leak in t.python_repr:
+        # A schema in repr may be what the model was trained on (Apriel's upstream template prints tools with
+        # `| string`): information. Call arguments in repr also break llama.cpp, which refuses the template.
+        schema = leak.what == "the tool schema"
+        yield ctx.finding(
+            TOOL_DATA_AS_PYTHON_REPR,
+            f"{leak.what} {'reaches' if schema else 'reach'} the prompt as a Python dict ({leak.needle}…), not JSON",
+            t,
+            evidence=leak.evidence,
+            severity=Severity.INFO if schema else None,
+        )
+
+
 CALL_ID_IN_PLACE_OF_NAME = register(
     Rule(
         "GT209",
@@ -117,3 +277,17 @@ CALL_ID_IN_PLACE_OF_NAME = register(
         "template: `{{ 'functions.' + tool_call.function.name + ':' + loop.index0 | string }}`.",
     )
 )
+
+
+@check(CALL_ID_IN_PLACE_OF_NAME, "template")
+def call_id_in_place_of_name(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if t.call is None or not t.call.id_in_place_of_name:
+        return
+    yield ctx.finding(
+        CALL_ID_IN_PLACE_OF_NAME,
+        f"a tool call is written with its id ({probes.CANARY_CALL_ID!r}) where the function's name belongs: "
+        f"the name reaches the prompt only when the id carries it ({t.call.named_id!r}, as llama.cpp returns "
+        "ids); ids a client mints itself lose it",
+        t,
+        evidence=around(t.call.text, probes.CANARY_CALL_ID, 120),
+    )

@@ -17,6 +17,24 @@ _TURN_END = re.compile(
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
+LLAMACPP_EOG_BY_TEXT = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+    }
+)
+"""Tokens llama.cpp adds to its end-of-generation set by their text (llama-vocab.cpp, late 2025)."""
+
 
 def control_markers(texts: Iterable[str]) -> list[str]:
     """Control-shaped markers found in rendered prompts, in first-seen order."""

@@ -1,0 +1,86 @@
+"""What a file-scope or template-scope check reads besides a template's own facts: the file it is in.
+
+A check is ``fn(ctx)`` (scope ``file``) or ``fn(t, ctx)`` (scope ``template``, once per template) and yields
+findings built with :meth:`FileContext.finding`, which fills in where (file, key, template) they are.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts, VocabFacts
+    from gguftpl.templates.templateset import TemplateSet
+
+
+@dataclass(frozen=True)
+class FileContext:
+    file: str
+    """The label findings carry: a path as typed, a path found in a folder, or a URL ('' for bare text)."""
+    tset: TemplateSet | None = None
+    """The file's templates and special tokens (None when only a template text is analysed). Its lazily
+    decoded vocabulary may belong to a closed file: rules read ``vocab`` instead."""
+    vocab: VocabFacts | None = None
+    """The vocabulary entries the rules need, looked up while the file was open."""
+    templates: tuple[TemplateFacts, ...] = ()
+    """The facts of every template of the file, in file order."""
+    header: Any = None
+    """The GGUF header (metadata types, tensor extent), when there is one."""
+    upstream_repo: str | None = None
+    skipped: tuple[str, ...] = ()
+    """Named templates not analysed (past the bound on distinct texts)."""
+    max_analysed: int = 0
+    """That bound, for the message."""
+
+    def at(self, key: str | None = None, line: int | None = None, column: int | None = None) -> Location:
+        return Location(self.file, key, line, column)
+
+    def finding(
+        self,
+        rule: Rule,
+        message: str,
+        t: TemplateFacts | None = None,
+        *,
+        key: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        evidence: str = "",
+        fix: str | None = None,
+        severity: Severity | None = None,
+        **extra: Any,
+    ) -> Finding:
+        """A finding of ``rule`` about template ``t`` (its key and name), or about the file."""
+        where = self.at(key if key is not None or t is None else t.key, line, column)
+        return make_finding(
+            rule,
+            message,
+            where,
+            template=t.name if t is not None else None,
+            evidence=evidence,
+            fix=fix,
+            severity=severity,
+            **extra,
+        )
+
+    def quoted(self) -> str:
+        """The file as a shell argument, for fix commands."""
+        return shlex.quote(self.file) if self.file else "FILE"
+
+    def hub_fix(self, name: str) -> str:
+        """The command that puts upstream's templates back, or sets template ``name`` from a file."""
+        if self.upstream_repo:
+            return f"gguftpl patch {self.quoted()} --from-hub {self.upstream_repo} -o FIXED.gguf"
+        return f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
+
+    def tool_capable(self) -> list[str]:
+        """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""
+        return [t.name for t in self.templates if t.name != "default" and t.tools_in_prompt]
+
+    def special_text(self, role: str) -> str:
+        from gguftpl.templates.templateset import special_token_text
+
+        return special_token_text(self.tset, role) if self.tset is not None else ""

@@ -1,0 +1,236 @@
+"""The facts of one chat template: what its AST says and what each probe conversation rendered.
+
+Gathered once per distinct template text (:func:`gguftpl.templates.gather.gather_facts`) and never changed
+afterwards. Every verdict a report shows (``tools_in_prompt``, ``dialect``, ``handles_generation_prompt`` …)
+is a field here, decided in one place; every finding is a rule in ``gguftpl/rules/`` that reads these
+fields. Everything is plain data (strings, numbers, tuples), so facts can be compared, cached and shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EVIDENCE_MAX = 400
+"""Longest excerpt a finding quotes as evidence."""
+
+
+def trim(text: str, limit: int = EVIDENCE_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def around(text: str, needle: str, radius: int = 160) -> str:
+    """An excerpt of ``text`` centred on ``needle`` (the start of ``text`` when it is absent)."""
+    at = text.find(needle)
+    if at < 0:
+        return trim(text)
+    return trim(text[max(0, at - radius) : at + len(needle) + radius])
+
+
+@dataclass(frozen=True)
+class RenderFailure:
+    """One probe that did not render."""
+
+    probe: str
+    """The probe conversation: ``plain``, ``tools``, ``system message``, ``tool round trip`` …"""
+    kind: str
+    """``syntax``, ``render``, ``security``, ``timeout``, ``too_large``, ``memory`` or ``worker``."""
+    message: str
+    line: int | None = None
+    """1-based template line, when the engine says."""
+    exc_type: str | None = None
+    source_line: str = ""
+    """The template line ``line`` points at, stripped."""
+
+    @property
+    def overran(self) -> bool:
+        """The render was stopped by a bound (time, output size, memory), not by the template's own error."""
+        return self.kind in ("timeout", "too_large", "memory")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class SourceIssue:
+    """Something the AST or the raw text shows: a sandbox escape, a trigger, an invisible character."""
+
+    kind: str
+    """``dunder``, ``gadget``, ``range``, ``trigger``, ``invisible``, ``bidi``, ``nul`` …"""
+    line: int | None
+    column: int | None
+    evidence: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StaticFacts:
+    """What the Jinja AST says, without rendering."""
+
+    reads_tools: bool
+    """``tools`` is referenced at all."""
+    tools_rendered: bool | None
+    """Data derived from ``tools`` reaches the output on some path; None when the AST is too deep to walk."""
+    sinks: tuple[tuple[int, str], ...] = ()
+    """(line, source line) of output expressions fed by ``tools`` (first 8)."""
+    tests_only: tuple[int, ...] = ()
+    """Lines where ``tools`` is read only to test it (first 8)."""
+    literal_text: str = ""
+    """The template's literal text pieces, NUL-separated (the dialect a template teaches in prose)."""
+    sandbox: tuple[SourceIssue, ...] = ()
+    """Sandbox-escape shapes and huge ranges."""
+    triggers: tuple[SourceIssue, ...] = ()
+    """Text gated on a literal compared with message content."""
+    error: str | None = None
+    """Why the AST could not be walked (nested too deeply), when it could not."""
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """How the template writes an assistant tool call (the canary call)."""
+
+    text: str
+    """What the call added to the prompt ('' when nothing)."""
+    rendered: bool
+    """The call's argument value (or name) reached the prompt."""
+    string_arguments: bool = False
+    """It rendered only with ``arguments`` as a JSON string."""
+    content_none: bool = False
+    """It rendered only with the assistant ``content`` set to None."""
+    id_in_place_of_name: bool = False
+    """The call carries its id but not its name, and the name appears once the id carries it."""
+    named_id: str = ""
+    """The id that carried the name (``functions.NAME:0``) when ``id_in_place_of_name``."""
+
+
+@dataclass(frozen=True)
+class ReprLeak:
+    """Tool data printed as a Python dict instead of JSON."""
+
+    what: str
+    """``the tool schema`` or ``a tool call's arguments``."""
+    needle: str
+    """The Python-repr excerpt found (``'key': 'value'``)."""
+    evidence: str
+
+
+@dataclass(frozen=True)
+class TriggerTrial:
+    """A user message holding literals the template compares against made it add unrequested text."""
+
+    literals: tuple[str, ...]
+    added: str
+
+
+@dataclass(frozen=True)
+class TemplateFacts:
+    """Everything gguftpl observed about one template. Gathered once; rules only read it."""
+
+    name: str
+    key: str
+    sha256: str
+    size: int
+    """UTF-8 bytes."""
+    head: str = ""
+    """The first 400 characters (evidence for a template too large to analyse)."""
+    too_large: bool = False
+    """Over ``limits.MAX_TEMPLATE_BYTES``: neither parsed nor rendered."""
+    parse_error: RenderFailure | None = None
+    """jinja2 could not parse it (``probe`` is ``parse``; ``message`` is the parser's)."""
+    static: StaticFacts | None = None
+    invisible: tuple[SourceIssue, ...] = ()
+    """Invisible, bidi and NUL characters in the raw text."""
+
+    # -- behaviour under transformers' semantics (the canary probes)
+    tools_in_prompt: bool | None = None
+    """The canary tool's name AND parameter description reached the prompt rendered with tools; None when
+    that probe could not be rendered even leniently."""
+    tool_name_in_prompt: bool | None = None
+    tool_param_in_prompt: bool | None = None
+    tools_need_system: bool = False
+    """Tools reached the prompt only once a system message was added."""
+    requires_tools: bool = False
+    """The template renders only when tools are passed (it iterates ``tools`` unconditionally)."""
+    handles_generation_prompt: bool | None = None
+    """``add_generation_prompt`` changes the prompt; None when either render failed."""
+    generation_prompt_text: str = ""
+    system_folded: bool = False
+    """The template rejects the system role; the probe folded the system text into the first user turn."""
+    system_rejection: RenderFailure | None = None
+    call: CallFacts | None = None
+    renders_tool_calls: bool | None = None
+    renders_tool_results: bool | None = None
+    """The tool result's content reached the round-trip prompt; None when that probe did not render."""
+    end_of_turn: str | None = None
+    """The marker written right after an assistant message's content."""
+    markers: tuple[str, ...] = ()
+    """Control-shaped markers (``<|…|>``) the rendered prompts contain."""
+    starts_with_bos: bool = False
+    dropped: tuple[str, ...] = ()
+    """``system message`` / ``assistant reply``: rendered without error yet missing from the prompt."""
+    python_repr: tuple[ReprLeak, ...] = ()
+    trigger: TriggerTrial | None = None
+    render_errors: tuple[RenderFailure, ...] = ()
+    """Probes transformers' renderer refused (excluding bound overruns)."""
+    lenient: bool = False
+    """Some probe rendered only in the lenient sandbox (llama.cpp's leniencies)."""
+    overrun: RenderFailure | None = None
+    """The probe that hit a bound (time, output size, memory); rendering stopped there."""
+    dialect: str = "none"
+    """One of ``dialect.DIALECTS``."""
+    dialect_source: str = ""
+    """Where the dialect was read: the rendered ``call``, the ``literal`` text, or ''."""
+    prompts: dict[str, str] = field(default_factory=dict)
+    """Rendered probe prompts (``plain``, ``tools``, ``system``, ``round_trip``, ``multi``), each trimmed."""
+
+    # -- llama.cpp
+    llamacpp_load_error: str | None = None
+    """llama.cpp refused to load this text as a chat template (its own words), when it was asked."""
+    llamacpp_asked: bool = False
+    """llama.cpp was asked to load this text (the template is one llama.cpp reads and xllamacpp is here)."""
+
+    timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
+
+    @property
+    def tools_static(self) -> bool | None:
+        """AST data flow: something derived from ``tools`` reaches the output; None when not parsed."""
+        return self.static.tools_rendered if self.static is not None else None
+
+    @property
+    def call_text(self) -> str:
+        return self.call.text if self.call is not None else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["tools_static"] = self.tools_static
+        return d
+
+
+@dataclass(frozen=True)
+class VocabFacts:
+    """The vocabulary entries the rules ask about: the markers the templates emit and their end-of-turn
+    markers, looked up once per file (a second quant with the same metadata reuses them unread)."""
+
+    has_vocab: bool
+    ids: dict[str, int | None] = field(default_factory=dict)
+    """Looked-up text -> the first token id with exactly that text (None: not a token)."""
+    types: dict[int, int | None] = field(default_factory=dict)
+    """Token id -> its ``tokenizer.ggml.token_type`` (None when the file has no types)."""
+
+    def token_id(self, text: str) -> int | None:
+        return self.ids.get(text)
+
+    def token_type(self, token_id: int) -> int | None:
+        return self.types.get(token_id)
+
+
+def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...]) -> VocabFacts:
+    """Look up every marker and end-of-turn text of ``templates`` in ``tset``'s vocabulary."""
+    if not tset.has_vocab:
+        return VocabFacts(False)
+    texts = {m for t in templates for m in t.markers} | {t.end_of_turn for t in templates if t.end_of_turn}
+    ids = {text: tset.token_id(text) for text in sorted(texts)}
+    types = {tid: tset.token_type(tid) for tid in ids.values() if tid is not None}
+    return VocabFacts(True, ids, types)

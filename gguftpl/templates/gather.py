@@ -1,0 +1,427 @@
+"""Gather the facts of one chat template: parse it, walk its AST, render the probe conversations.
+
+Each step observes and records; none decides what is wrong (that is ``gguftpl/rules/``). Rendering uses
+transformers' semantics through the bounded worker (``hfrender.render_hf``); a probe transformers refuses
+is retried in the lenient sandbox (llama.cpp's leniencies) to learn what the template would print, and
+the first probe that overruns a bound stops every later render.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl import limits
+from gguftpl.templates import probes
+from gguftpl.templates.facts import (
+    CallFacts,
+    RenderFailure,
+    ReprLeak,
+    SourceIssue,
+    StaticFacts,
+    TemplateFacts,
+    TriggerTrial,
+    around,
+    trim,
+)
+from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+
+PROMPT_KEEP = 65536
+"""Characters of each probe prompt kept in the facts."""
+
+
+def _line_of(text: str, line: int | None) -> str:
+    lines = text.splitlines()
+    return lines[line - 1].strip() if isinstance(line, int) and 0 < line <= len(lines) else ""
+
+
+def _failure(probe: str, e: TemplateRenderError, text: str = "") -> RenderFailure:
+    return RenderFailure(probe, e.kind, str(e), e.line, e.exc_type, _line_of(text, e.line))
+
+
+class _Renderer:
+    """Renders one template with its bos/eos, stopping at the first resource overrun and recording every
+    probe transformers refused."""
+
+    def __init__(self, text: str, bos: str, eos: str) -> None:
+        self.text = text
+        self.bos = bos
+        self.eos = eos
+        self.overrun: RenderFailure | None = None
+        self.lenient_used = False
+        self.errors: list[RenderFailure] = []
+
+    def render(
+        self,
+        label: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        agp: bool = True,
+        fallback: bool = True,
+    ) -> str | None:
+        if self.overrun is not None:
+            return None
+        try:
+            return render_hf(self.text, messages, tools, agp, self.bos, self.eos)
+        except TemplateRenderError as e:
+            failure = _failure(label, e, self.text)
+            if failure.overran:
+                self.overrun = failure
+                return None
+            self.errors.append(failure)
+            if not fallback or e.kind == "syntax":
+                return None
+        try:
+            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos, lenient=True)
+            self.lenient_used = True
+            return out
+        except TemplateRenderError as e:
+            if e.kind in ("timeout", "too_large", "memory"):
+                self.overrun = _failure(label, e, self.text)
+            return None
+
+    def quietly(self, *args: Any, **kwargs: Any) -> str | None:
+        """``render`` whose refusals are not recorded (odd probes a template may reject without fault)."""
+        before = len(self.errors)
+        out = self.render(*args, **kwargs)
+        del self.errors[before:]
+        return out
+
+
+@dataclass
+class _Draft:
+    """The facts while they are being gathered (TemplateFacts is frozen)."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def set(self, **kw: Any) -> None:
+        self.fields.update(kw)
+
+    def freeze(self, t0: float) -> TemplateFacts:
+        self.timings["total"] = round((time.perf_counter() - t0) * 1000, 2)
+        prompts = {k: trim(v, PROMPT_KEEP) for k, v in self.prompts.items()}
+        return TemplateFacts(**self.fields, prompts=prompts, timings_ms=self.timings)
+
+
+def gather_facts(
+    text: str,
+    *,
+    name: str = "default",
+    bos_token: str = "",
+    eos_token: str = "",
+    key: str | None = None,
+    ask_llamacpp: bool = False,
+) -> TemplateFacts:
+    """Every fact about ``text``. ``ask_llamacpp`` also asks llama.cpp (when xllamacpp is installed) whether
+    it loads the text as a chat template (``llamacpp_load_error``)."""
+    from gguftpl.templates import safety
+    from gguftpl.templates.templateset import sha256_text, template_key
+
+    t0 = time.perf_counter()
+    draft = _Draft()
+    size = len(text.encode("utf-8", "surrogatepass"))
+    draft.set(name=name, key=key or template_key(name), sha256=sha256_text(text), size=size, head=text[:400])
+    if size > limits.MAX_TEMPLATE_BYTES:
+        # parsing and rendering cost time and memory in proportion: a 50 MB "template" took 20 s and 400 MB
+        draft.set(too_large=True, dialect="unknown")
+        return draft.freeze(t0)
+    ast = _static_facts(draft, text)
+    draft.set(invisible=tuple(_issue(i) for i in safety.invisible_characters(text)))
+    draft.timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
+    if ast is None:
+        _dialect_without_ast(draft, text)
+    else:
+        t1 = time.perf_counter()
+        _behaviour(draft, text, ast, bos_token, eos_token)
+        draft.timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
+    if ask_llamacpp and not _is_bomb(draft):
+        # llama.cpp renders the template at load without limits: a bomb would cost a crashed worker or the
+        # whole timeout and say nothing the bounded renderer has not
+        _llamacpp_load(draft, text)
+    return draft.freeze(t0)
+
+
+def _is_bomb(draft: _Draft) -> bool:
+    static = draft.fields.get("static")
+    huge_range = static is not None and any(i.kind == "range" for i in static.sandbox)
+    return draft.fields.get("overrun") is not None or huge_range
+
+
+def _issue(i: Any) -> SourceIssue:
+    return SourceIssue(i.kind, i.line, i.column, i.evidence, i.detail)
+
+
+def _static_facts(draft: _Draft, text: str) -> Any:
+    """Parse and walk the AST; returns the AST (None when it does not parse)."""
+    from gguftpl.templates import safety, static
+
+    try:
+        ast = static.parse_template(text)
+    except Exception as e:  # TemplateSyntaxError, or RecursionError on absurd nesting
+        line = getattr(e, "lineno", None)
+        msg = getattr(e, "message", None) or str(e) or type(e).__name__
+        draft.set(parse_error=RenderFailure("parse", "syntax", msg, line, None, _line_of(text, line)))
+        return None
+    try:
+        flow = static.data_flow(ast, text, "tools")
+        facts = StaticFacts(
+            reads_tools=flow.reads,
+            tools_rendered=flow.rendered,
+            sinks=tuple((s.line, s.expr) for s in flow.sinks[:8]),
+            tests_only=tuple(flow.tests_only[:8]),
+            literal_text="\0".join(static.literal_text(ast)),
+            sandbox=tuple(_issue(i) for i in safety.sandbox_issues(ast, text)),
+            triggers=tuple(_issue(i) for i in safety.hidden_triggers(ast, text)),
+        )
+    except RecursionError:
+        # Parsed, but nested deeper than Python's stack lets us walk: say so, keep going.
+        facts = StaticFacts(
+            reads_tools=False, tools_rendered=None, error="template nested too deeply for static analysis"
+        )
+    draft.set(static=facts)
+    return ast
+
+
+def _dialect_without_ast(draft: _Draft, text: str) -> None:
+    """Nothing renders, but the format the template's text teaches is still worth naming."""
+    from gguftpl.templates import dialect as dialects
+
+    found, source = dialects.classify("", text) if text.strip() else ("none", "")
+    draft.set(dialect=found if source or not text.strip() else "unknown", dialect_source=source)
+
+
+def _behaviour(draft: _Draft, text: str, ast: Any, bos: str, eos: str) -> None:
+    r = _Renderer(text, bos, eos)
+    base_tools = _tools_probes(draft, r)
+    _generation_prompt(draft, r, base_tools)
+    _system_probe(draft, r, base_tools)
+    call, content = _call_probe(draft, r, text, bos, eos)
+    _round_trip(draft, r, call, content)
+    _multi_turn(draft, r, base_tools, eos)
+    _dropped_messages(draft)
+    _trigger_trials(draft, r, ast, base_tools)
+    _python_repr(draft)
+    _markers_and_dialect(draft, bos)
+    draft.set(render_errors=tuple(r.errors), lenient=r.lenient_used, overrun=r.overrun)
+
+
+def _tools_probes(draft: _Draft, r: _Renderer) -> list[dict[str, Any]] | None:
+    """The plain probe and the canary-tool probe; returns the tools every later probe passes (the canary
+    for a template that renders only with tools, else None)."""
+    plain = r.render("plain", probes.plain_conversation(), agp=True)
+    with_tools = r.render("tools", probes.tools_conversation(), tools=probes.canary_tools())
+    if with_tools is not None and probes.CANARY_TOOL_NAME not in with_tools:
+        # Some templates write the tool block only inside a system turn: try with one (folded if refused).
+        system_conv = probes.plain_conversation(system=True)
+        before = len(r.errors)
+        alt = r.render("tools with system", system_conv, tools=probes.canary_tools(), fallback=False)
+        if alt is None and r.overrun is None:
+            alt = r.render("tools with system", probes.fold_system(system_conv), tools=probes.canary_tools())
+        del r.errors[before:]
+        if alt is not None and probes.CANARY_TOOL_NAME in alt:
+            draft.set(tools_need_system=True)
+            with_tools = alt
+    base_tools: list[dict[str, Any]] | None = None
+    if plain is None and with_tools is not None:
+        # Some tool templates (Hermes tool_use) iterate `tools` unconditionally: probe them with tools.
+        base_tools = probes.canary_tools()
+        draft.set(requires_tools=True)
+        plain = with_tools
+    if plain is not None:
+        draft.prompts["plain"] = plain
+    if with_tools is not None:
+        draft.prompts["tools"] = with_tools
+        name_in = probes.CANARY_TOOL_NAME in with_tools
+        param_in = probes.CANARY_PARAM_TOKEN in with_tools
+        draft.set(tools_in_prompt=name_in and param_in, tool_name_in_prompt=name_in, tool_param_in_prompt=param_in)
+    return base_tools
+
+
+def _generation_prompt(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | None) -> None:
+    from gguftpl.templates.dialect import inserted_text
+
+    plain = draft.prompts.get("plain")
+    without = r.render("plain without generation prompt", probes.plain_conversation(), tools=base_tools, agp=False)
+    if plain is not None and without is not None:
+        draft.set(
+            handles_generation_prompt=plain != without,
+            generation_prompt_text=trim(inserted_text(plain, without), 200),
+        )
+
+
+def _system_probe(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | None) -> None:
+    """A system message; a template that rejects the role gets it folded into the first user turn."""
+    system_conv = probes.plain_conversation(system=True)
+    with_system = r.render("system message", system_conv, tools=base_tools, fallback=False)
+    if with_system is not None:
+        draft.prompts["system"] = with_system
+    elif r.overrun is None and r.errors and r.errors[-1].probe == "system message":
+        err = r.errors[-1]
+        folded = r.render("system folded", probes.fold_system(system_conv), tools=base_tools)
+        if folded is not None and "system" in err.message.lower():
+            r.errors.pop()
+            draft.set(system_folded=True, system_rejection=err)
+
+
+def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> tuple[dict[str, Any], str | None]:
+    """The canary call, the way the template writes it; returns the call and the assistant content to use
+    in the round trip (the shapes the template accepted)."""
+    from gguftpl.templates import dialect as dialects
+
+    call = probes.tool_call()
+    if r.overrun is not None:
+        return call, ""
+    try:
+        rendering = dialects.render_call(text, bos_token=bos, eos_token=eos)
+    except TemplateRenderError as e:
+        failure = _failure("assistant tool call", e, text)
+        if failure.overran:
+            r.overrun = failure
+            return call, ""
+        r.errors.append(failure)
+        try:
+            rendering = dialects.render_call(text, bos_token=bos, eos_token=eos, lenient=True)
+        except TemplateRenderError:
+            return call, ""
+        r.lenient_used = True
+        draft.set(call=CallFacts(rendering.text, rendering.rendered_call), renders_tool_calls=rendering.rendered_call)
+        return call, ""
+    named_id = _call_id_in_place_of_name(text, rendering, bos, eos) if rendering.rendered_call else ""
+    draft.set(
+        call=CallFacts(
+            text=rendering.text,
+            rendered=rendering.rendered_call,
+            string_arguments=rendering.string_arguments,
+            content_none=rendering.content_none,
+            id_in_place_of_name=bool(named_id),
+            named_id=named_id,
+        ),
+        renders_tool_calls=rendering.rendered_call,
+    )
+    return probes.tool_call(string_arguments=rendering.string_arguments), None if rendering.content_none else ""
+
+
+def _call_id_in_place_of_name(text: str, rendering: Any, bos: str, eos: str) -> str:
+    """The rendered call carries its id but not its function name: render it again with an id that carries
+    the name (``functions.NAME:0``, Kimi K2's form). Returns that id when the name appears then (the template
+    writes the id where the name belongs), else ''."""
+    from gguftpl.templates import dialect as dialects
+
+    name = probes.CANARY_TOOL_NAME
+    if name in rendering.text or probes.CANARY_CALL_ID not in rendering.text:
+        return ""
+    named_id = f"functions.{name}:0"
+    call = {**probes.tool_call(string_arguments=rendering.string_arguments), "id": named_id}
+    try:
+        again = dialects.render_call(text, call, bos_token=bos, eos_token=eos)
+    except TemplateRenderError:
+        return ""
+    return named_id if name in again.text else ""
+
+
+def _round_trip(draft: _Draft, r: _Renderer, call: dict[str, Any], content: str | None) -> None:
+    out = r.render(
+        "tool round trip",
+        probes.tool_round_trip_conversation(call, content),
+        tools=probes.canary_tools(),
+        agp=True,
+    )
+    if out is not None:
+        draft.prompts["round_trip"] = out
+        draft.set(renders_tool_results=probes.CANARY_RESULT in out)
+
+
+def _multi_turn(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | None, eos: str) -> None:
+    from gguftpl.templates import tokens
+
+    multi = r.render("multi-turn", probes.multi_turn_conversation(), tools=base_tools, agp=True)
+    if multi is not None:
+        draft.prompts["multi"] = multi
+        draft.set(end_of_turn=tokens.end_of_turn_marker(multi, probes.CANARY_ASSISTANT, eos))
+
+
+def _dropped_messages(draft: _Draft) -> None:
+    """A probe that rendered without error but lost a message's text: the system probe's system text, or
+    the multi-turn probe's assistant reply (both strings no template contains). Only when the user's text
+    did reach the prompt: a template that renders no message at all is a different failure."""
+    checks = (("system", probes.CANARY_SYSTEM, "system message"), ("multi", probes.CANARY_ASSISTANT, "assistant reply"))
+    dropped = []
+    for probe, canary, what in checks:
+        prompt = draft.prompts.get(probe)
+        if prompt is not None and canary not in prompt and probes.CANARY_USER in prompt:
+            dropped.append(what)
+    draft.set(dropped=tuple(dropped))
+
+
+def _trigger_trials(draft: _Draft, r: _Renderer, ast: Any, tools: list[dict[str, Any]] | None) -> None:
+    """Send the strings the template compares message data against, and see whether prose appears that
+    the message did not contain: a hidden trigger, however indirect the gating."""
+    from gguftpl.templates import safety
+    from gguftpl.templates.dialect import inserted_text
+
+    baseline = draft.prompts.get("plain")
+    static = draft.fields.get("static")
+    if baseline is None or r.overrun is not None or (static is not None and static.triggers):
+        return  # nothing to compare with, or already proven from the AST
+    contains, equals = safety.compared_literals(ast)
+    trials = [contains] if contains else []
+    trials.extend([lit] for lit in equals[:8])
+    for lits in trials:
+        content = " ".join(lits) if len(lits) == 1 and lits[0] in equals else f"{probes.CANARY_USER} {' '.join(lits)}"
+        # odd content making a template raise is not a finding here
+        out = r.quietly("trigger", [{"role": "user", "content": content}], tools=tools, fallback=False)
+        if out is None:
+            continue
+        extra = inserted_text(out, baseline)
+        if len(safety.trigger_words(extra, [*lits, probes.CANARY_USER])) >= 3:
+            draft.set(trigger=TriggerTrial(tuple(lits), trim(extra)))
+            return
+
+
+def _python_repr(draft: _Draft) -> None:
+    """A mapping printed without ``tojson`` shows up as Python's repr: the canary's parameter description
+    (or the call's argument) between single quotes right after its quoted key. Neither string occurs in
+    any template, so finding that exact repr proves the template printed the canary's own data that way."""
+    call = draft.fields.get("call")
+    checks = (
+        (draft.prompts.get("tools") or "", "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema"),
+        (call.text if call else "", probes.CANARY_PARAM_NAME, probes.CANARY_ARG_VALUE, "a tool call's arguments"),
+    )
+    leaks = []
+    for text, key, value, what in checks:
+        needle = f"'{key}': '{value}'"
+        if needle in text:
+            leaks.append(ReprLeak(what, needle, around(text, needle, 120)))
+    draft.set(python_repr=tuple(leaks))
+
+
+def _markers_and_dialect(draft: _Draft, bos: str) -> None:
+    from gguftpl.templates import dialect as dialects
+    from gguftpl.templates import tokens
+
+    call = draft.fields.get("call")
+    call_text = call.text if call else ""
+    rendered = [draft.prompts.get(k) for k in ("plain", "tools", "round_trip", "multi")]
+    draft.set(markers=tuple(tokens.control_markers([p for p in [*rendered, call_text] if p])))
+    plain = draft.prompts.get("plain")
+    draft.set(starts_with_bos=bool(bos) and plain is not None and plain.startswith(bos))
+    static = draft.fields.get("static")
+    found, source = dialects.classify(call_text, static.literal_text if static else "")
+    if draft.fields.get("renders_tool_calls") is False and source == "":
+        found = "none"
+    draft.set(dialect=found, dialect_source=source)
+
+
+def _llamacpp_load(draft: _Draft, text: str) -> None:
+    """Ask llama.cpp (in its bounded child) whether it loads this text; skipped without xllamacpp."""
+    from gguftpl.errors import LlamaCppError
+    from gguftpl.llamacpp import parse_check
+
+    try:
+        answers = parse_check([text])
+    except LlamaCppError:  # xllamacpp not installed: the facts say llama.cpp was not asked
+        return
+    draft.set(llamacpp_asked=True, llamacpp_load_error=answers.get(draft.fields["sha256"]))

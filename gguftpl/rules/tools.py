@@ -51,7 +51,9 @@ def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         how.append("the template reads `tools` only to test it" if reads else "the template never reads `tools`")
     elif t.tools_static:
         how.append("the AST has a path from `tools` to the output that the probe did not take")
-    message, severity, fix = "tool schemas never reach the prompt: " + "; ".join(how), None, ctx.hub_fix("tool_use")
+    message = "tool schemas never reach the prompt: " + "; ".join(how)
+    severity: Severity | None = None
+    fix: str | None = ctx.hub_fix("tool_use")
     if t.name != "default" and "tool" not in t.name:
         message = f"named template '{t.name}' does not render tools (a problem only if used for tool calls)"
         severity, fix = Severity.INFO, None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gguftpl.gguf.reader import FILE_TYPES, GGUFHeader
+from gguftpl.gguf.format import FILE_TYPES
+from gguftpl.gguf.reader import GGUFHeader
 from gguftpl.templates.templateset import TemplateSet, load_templateset
 
 SCHEMA_VERSION = 1

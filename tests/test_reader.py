@@ -105,7 +105,7 @@ def test_unknown_tensor_type_is_not_fatal(tmp_path):
 def test_ggml_type_table_matches_gguf_py():
     import gguf
 
-    from gguftpl.gguf.reader import GGML_TYPES
+    from gguftpl.gguf.format import GGML_TYPES
 
     for type_id, (name, block, size) in GGML_TYPES.items():
         q = gguf.GGMLQuantizationType(type_id)

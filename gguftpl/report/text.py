@@ -17,6 +17,8 @@ _SEVERITY_STYLE: dict[Severity, dict[str, Any]] = {
     Severity.INFO: {"fg": "blue"},
 }
 
+_ANSI_FG = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "cyan": 36}
+
 EVIDENCE_MAX_LINES = 12
 EVIDENCE_MAX_WIDTH = 160
 
@@ -36,12 +38,12 @@ class TextFormatter:
         self.color = color
         self.show_evidence = show_evidence
 
-    def _s(self, text: str, **style: Any) -> str:
+    def _s(self, text: str, fg: str | None = None, bold: bool = False) -> str:
         if not self.color:
             return text
-        import click  # only the CLI asks for colour, and it has click loaded already
-
-        return click.style(text, **style)
+        # the sequences click.style writes: colour, then bold, then one reset
+        codes = ([f"\x1b[{_ANSI_FG[fg]}m"] if fg else []) + (["\x1b[1m"] if bold else [])
+        return "".join(codes) + text + "\x1b[0m"
 
     def format(self, run: AuditRun) -> str:
         lines: list[str] = []

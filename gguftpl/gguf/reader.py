@@ -472,67 +472,15 @@ def read_header(path_or_source: str | os.PathLike[str] | ByteSource, keep_open: 
 
 def _parse(src: ByteSource) -> GGUFHeader:
     cur = _Cursor(src, 0, "<")
-    cur._need(4)
-    magic = bytes(src.data[0:4])
-    if magic != GGUF_MAGIC:
-        raise GGUFFormatError(f"bad magic {magic!r}, not a GGUF file", 0)
-    cur.off = 4
-    version = cur.u32()
-    if version not in (2, 3):
-        swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
-        if swapped in (2, 3):
-            cur.set_order(">")
-            version = swapped
-        elif version == 1:
-            raise GGUFFormatError("GGUF version 1 is obsolete and not supported", 4)
-        else:
-            raise GGUFFormatError(f"unsupported GGUF version {version}", 4)
+    version = _magic_and_version(cur, src)
     tensor_count = cur.u64()
     kv_count = cur.u64()
-    if kv_count > MAX_KV_COUNT:  # real files hold under a hundred; each costs Python objects, bound them
-        raise GGUFFormatError(f"key/value count {kv_count:,} exceeds the bound of {MAX_KV_COUNT:,}", 16)
-    cur.check_count(kv_count, 8 + 4 + 1, "key/value", 16)
     kv_start = cur.off
-    kvs: dict[str, KV] = {}
-    for _ in range(kv_count):
-        at = cur.off
-        key = cur.string("key")
-        if key in kvs:
-            raise GGUFFormatError(f"duplicate key {key!r}", at)
-        t = cur.value_type()
-        val, et = cur.value(t, depth=0)
-        kvs[key] = KV(key, t, val, et, at, cur.off)
+    kvs = _read_kvs(cur, kv_count)
     kv_end = cur.off
-    if tensor_count > MAX_TENSOR_COUNT:
-        raise GGUFFormatError(f"tensor count {tensor_count:,} exceeds the bound of {MAX_TENSOR_COUNT:,}", 8)
-    cur.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor", 8)
-    tensors: list[TensorInfo] = []
-    for _ in range(tensor_count):
-        at = cur.off
-        name = cur.string("tensor name")
-        n_dims = cur.u32()
-        if n_dims > MAX_DIMS:
-            raise GGUFFormatError(f"tensor {name!r} has {n_dims} dimensions (max {MAX_DIMS})", at)
-        shape = tuple(cur.u64() for _ in range(n_dims))
-        ggml_type = cur.u32()
-        offset = cur.u64()
-        tensors.append(TensorInfo(name, shape, ggml_type, offset, at))
+    tensors = _read_tensor_infos(cur, tensor_count)
     tensor_info_end = cur.off
-
-    alignment = DEFAULT_ALIGNMENT
-    akv = kvs.get("general.alignment")
-    if akv is not None:
-        if akv.type not in (
-            ValueType.UINT32,
-            ValueType.UINT64,
-            ValueType.INT32,
-            ValueType.UINT16,
-            ValueType.UINT8,
-        ):
-            raise GGUFFormatError("general.alignment is not an integer", akv.offset)
-        alignment = int(akv.value)
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise GGUFFormatError(f"general.alignment {alignment} is not a power of two", akv.offset)
+    alignment = _alignment(kvs)
     data_offset = -(-tensor_info_end // alignment) * alignment
     size = src.size
     if size is not None and tensor_count and data_offset > size:
@@ -556,3 +504,71 @@ def _parse(src: ByteSource) -> GGUFHeader:
         data_offset=data_offset,
         file_size=size,
     )
+
+
+def _magic_and_version(cur: _Cursor, src: ByteSource) -> int:
+    """Check the magic and read the version; a byte-swapped version means a big-endian file."""
+    cur._need(4)
+    magic = bytes(src.data[0:4])
+    if magic != GGUF_MAGIC:
+        raise GGUFFormatError(f"bad magic {magic!r}, not a GGUF file", 0)
+    cur.off = 4
+    version = cur.u32()
+    if version in (2, 3):
+        return version
+    swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+    if swapped in (2, 3):
+        cur.set_order(">")
+        return swapped
+    if version == 1:
+        raise GGUFFormatError("GGUF version 1 is obsolete and not supported", 4)
+    raise GGUFFormatError(f"unsupported GGUF version {version}", 4)
+
+
+def _read_kvs(cur: _Cursor, kv_count: int) -> dict[str, KV]:
+    if kv_count > MAX_KV_COUNT:  # real files hold under a hundred; each costs Python objects, bound them
+        raise GGUFFormatError(f"key/value count {kv_count:,} exceeds the bound of {MAX_KV_COUNT:,}", 16)
+    cur.check_count(kv_count, 8 + 4 + 1, "key/value", 16)
+    kvs: dict[str, KV] = {}
+    for _ in range(kv_count):
+        at = cur.off
+        key = cur.string("key")
+        if key in kvs:
+            raise GGUFFormatError(f"duplicate key {key!r}", at)
+        t = cur.value_type()
+        val, et = cur.value(t, depth=0)
+        kvs[key] = KV(key, t, val, et, at, cur.off)
+    return kvs
+
+
+def _read_tensor_infos(cur: _Cursor, tensor_count: int) -> list[TensorInfo]:
+    if tensor_count > MAX_TENSOR_COUNT:
+        raise GGUFFormatError(f"tensor count {tensor_count:,} exceeds the bound of {MAX_TENSOR_COUNT:,}", 8)
+    cur.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor", 8)
+    tensors: list[TensorInfo] = []
+    for _ in range(tensor_count):
+        at = cur.off
+        name = cur.string("tensor name")
+        n_dims = cur.u32()
+        if n_dims > MAX_DIMS:
+            raise GGUFFormatError(f"tensor {name!r} has {n_dims} dimensions (max {MAX_DIMS})", at)
+        shape = tuple(cur.u64() for _ in range(n_dims))
+        ggml_type = cur.u32()
+        offset = cur.u64()
+        tensors.append(TensorInfo(name, shape, ggml_type, offset, at))
+    return tensors
+
+
+_INT_TYPES = (ValueType.UINT32, ValueType.UINT64, ValueType.INT32, ValueType.UINT16, ValueType.UINT8)
+
+
+def _alignment(kvs: dict[str, KV]) -> int:
+    akv = kvs.get("general.alignment")
+    if akv is None:
+        return DEFAULT_ALIGNMENT
+    if akv.type not in _INT_TYPES:
+        raise GGUFFormatError("general.alignment is not an integer", akv.offset)
+    alignment = int(akv.value)
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise GGUFFormatError(f"general.alignment {alignment} is not a power of two", akv.offset)
+    return alignment

@@ -289,43 +289,13 @@ def rewrite(
     """
     set_kv = dict(set_kv or {})
     remove_set = set(remove)
-    header = read_header(src)
-    _check_copyable(header)
-    bo = header.byteorder
-    src_path = os.fspath(src)
-
-    with open(src_path, "rb") as sfh:
-        kv_parts: list[bytes] = []
-        changed, removed, added = [], [], []
-        count = 0
-        for key, kv in header.kv.items():
-            if key in remove_set:
-                removed.append(key)
-                continue
-            if key in set_kv:
-                kv_parts.append(encode_kv(key, set_kv[key], bo))
-                changed.append(key)
-            else:
-                sfh.seek(kv.offset)
-                kv_parts.append(sfh.read(kv.end - kv.offset))
-            count += 1
-        for key, value in set_kv.items():
-            if key not in header.kv:
-                kv_parts.append(encode_kv(key, value, bo))
-                added.append(key)
-                count += 1
-        sfh.seek(header.kv_end)
-        tensor_infos = sfh.read(header.tensor_info_end - header.kv_end)
-
     if "general.alignment" in set_kv or "general.alignment" in remove_set:
         raise PatchError("changing general.alignment would move every tensor; refused")
-
-    head = bytearray(GGUF_MAGIC + struct.pack(bo + "IQQ", header.version, header.tensor_count, count))
-    for part in kv_parts:
-        head += part
-    head += tensor_infos
-    out_data_offset = _align(len(head), header.alignment)
-    head += b"\0" * (out_data_offset - len(head))
+    header = read_header(src)
+    _check_copyable(header)
+    src_path = os.fspath(src)
+    head, changed, removed, added = _new_head(header, src_path, set_kv, remove_set)
+    out_data_offset = len(head)
     data_len = _data_length(header)
 
     method = "none"
@@ -363,6 +333,40 @@ def rewrite(
     return proof
 
 
+def _new_head(
+    header: GGUFHeader, src_path: str, set_kv: Mapping[str, Any], remove: set[str]
+) -> tuple[bytes, list[str], list[str], list[str]]:
+    """The output's header up to its data section (padded to the alignment): untouched key/values and the
+    tensor infos copied as raw bytes, set keys re-encoded in place, new keys appended in the order given.
+    Returns it with the keys changed, removed and added."""
+    bo = header.byteorder
+    kv_parts: list[bytes] = []
+    changed, removed, added = [], [], []
+    with open(src_path, "rb") as sfh:
+        for key, kv in header.kv.items():
+            if key in remove:
+                removed.append(key)
+                continue
+            if key in set_kv:
+                kv_parts.append(encode_kv(key, set_kv[key], bo))
+                changed.append(key)
+            else:
+                sfh.seek(kv.offset)
+                kv_parts.append(sfh.read(kv.end - kv.offset))
+        for key, value in set_kv.items():
+            if key not in header.kv:
+                kv_parts.append(encode_kv(key, value, bo))
+                added.append(key)
+        sfh.seek(header.kv_end)
+        tensor_infos = sfh.read(header.tensor_info_end - header.kv_end)
+    head = bytearray(GGUF_MAGIC + struct.pack(bo + "IQQ", header.version, header.tensor_count, len(kv_parts)))
+    for part in kv_parts:
+        head += part
+    head += tensor_infos
+    head += b"\0" * (_align(len(head), header.alignment) - len(head))
+    return bytes(head), changed, removed, added
+
+
 def _check_copyable(h: GGUFHeader) -> None:
     if h.file_size is None:
         raise PatchError("can only rewrite local files")
@@ -395,107 +399,131 @@ def _copy_region(
     COPY_WORKERS threads, one COPY_CHUNK block at a time. Each worker starts its block's writeback and then
     compares the block as the output now reads (through a separate descriptor) with the source region;
     every syscall and the memcmp release the GIL. Returns the copy method and that verdict."""
-    import ctypes
-    import threading
+    copy = _RegionCopy(src_path, out, src_offset, out_offset, length, verify)
+    try:
+        copy.run(progress)
+    finally:
+        copy.close()
+    os.lseek(copy.out_fd, out_offset + length, os.SEEK_SET)
+    if progress is not None:
+        progress(length, length)
+    return copy.method, copy.identical
 
-    memcmp = _libc_fn("memcmp", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)  # a CDLL call releases the GIL
-    if memcmp is None and verify:
-        raise PatchError("the C library has no memcmp: cannot compare the copy with the source")
-    out_fd = out.fileno()
-    _reserve(out_fd, out_offset + length)
-    src_fd = os.open(src_path, os.O_RDONLY)
-    check_fd = os.open(out.readable_path, os.O_RDONLY) if verify else -1
-    n_blocks = -(-length // COPY_CHUNK)
-    lock = threading.Lock()
-    stop = threading.Event()
-    state: dict[str, Any] = {"next": 0, "done": 0, "identical": True, "method": COPY_METHOD}
-    errors: list[BaseException] = []
 
-    def copy_block(a: int, n: int, buf: mmap.mmap) -> None:
-        done = 0
-        while done < n:
-            copied = 0
-            if state["method"] == "copy_file_range":
-                try:
-                    copied = os.copy_file_range(src_fd, out_fd, n - done, src_offset + a + done, out_offset + a + done)
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                        raise
-                    state["method"] = "pread/pwrite"  # e.g. across filesystems on old kernels
-                    continue
-            else:
-                k = min(len(buf), n - done)
-                got = _pread_full(src_fd, buf, k, src_offset + a + done)
-                copied = os.pwritev(out_fd, [memoryview(buf)[:got]], out_offset + a + done) if got else 0
-            if copied <= 0:
-                raise PatchError(f"source ended early while copying tensor data at byte {src_offset + a + done}")
-            done += copied
+class _RegionCopy:
+    """One region copied by COPY_WORKERS threads, each taking the next COPY_CHUNK block."""
 
-    def same(a: int, n: int, bufs: tuple[mmap.mmap, mmap.mmap], addrs: tuple[int, int]) -> bool:
-        pos = 0
-        while pos < n:
-            k = min(COMPARE_PIECE, n - pos)
-            if _pread_full(src_fd, bufs[0], k, src_offset + a + pos) != k:
-                return False
-            if _pread_full(check_fd, bufs[1], k, out_offset + a + pos) != k:
-                return False
-            if memcmp(addrs[0], addrs[1], k) != 0:
-                return False
-            pos += k
-        return True
+    def __init__(
+        self, src_path: str, out: AtomicFile, src_offset: int, out_offset: int, length: int, verify: bool
+    ) -> None:
+        import ctypes
+        import threading
 
-    def work() -> None:
+        # a CDLL call releases the GIL
+        self.memcmp = _libc_fn("memcmp", ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+        if self.memcmp is None and verify:
+            raise PatchError("the C library has no memcmp: cannot compare the copy with the source")
+        self.src_offset, self.out_offset, self.length, self.verify = src_offset, out_offset, length, verify
+        self.out_fd = out.fileno()
+        _reserve(self.out_fd, out_offset + length)
+        self.src_fd = os.open(src_path, os.O_RDONLY)
+        self.check_fd = os.open(out.readable_path, os.O_RDONLY) if verify else -1
+        self.n_blocks = -(-length // COPY_CHUNK)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.next = self.done = 0
+        self.identical = True
+        self.method = COPY_METHOD
+        self.errors: list[BaseException] = []
+
+    def run(self, progress: ProgressFn | None) -> None:
+        import threading
+
+        threads = [threading.Thread(target=self._work, name="gguftpl-copy", daemon=True) for _ in range(COPY_WORKERS)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.1)
+                    if progress is not None:
+                        progress(self.done, self.length)
+        except BaseException:
+            self.stop.set()  # Ctrl-C: each worker finishes its block and stops; atomic_output removes the file
+            for t in threads:
+                if t.ident is not None:
+                    t.join()
+            raise
+        if self.errors:
+            raise self.errors[0]
+
+    def close(self) -> None:
+        os.close(self.src_fd)
+        if self.check_fd >= 0:
+            os.close(self.check_fd)
+
+    def _work(self) -> None:
+        import ctypes
+
         bufs = (mmap.mmap(-1, COMPARE_PIECE), mmap.mmap(-1, COMPARE_PIECE))
         anchors = [ctypes.c_char.from_buffer(b) for b in bufs]
         addrs = (ctypes.addressof(anchors[0]), ctypes.addressof(anchors[1]))
         try:
-            while not stop.is_set():
-                with lock:
-                    i = state["next"]
-                    state["next"] = i + 1
-                if i >= n_blocks:
+            while not self.stop.is_set():
+                with self.lock:
+                    i = self.next
+                    self.next = i + 1
+                if i >= self.n_blocks:
                     return
                 a = i * COPY_CHUNK
-                n = min(COPY_CHUNK, length - a)
-                copy_block(a, n, bufs[0])
-                _start_writeback(out_fd, out_offset + a, n)
-                ok = not verify or same(a, n, bufs, addrs)
-                with lock:
-                    state["done"] += n
-                    state["identical"] = state["identical"] and ok
+                n = min(COPY_CHUNK, self.length - a)
+                self._copy_block(a, n, bufs[0])
+                _start_writeback(self.out_fd, self.out_offset + a, n)
+                ok = not self.verify or self._same(a, n, bufs, addrs)
+                with self.lock:
+                    self.done += n
+                    self.identical = self.identical and ok
         except BaseException as exc:  # raised again in the calling thread
-            errors.append(exc)
-            stop.set()
+            self.errors.append(exc)
+            self.stop.set()
         finally:
             del anchors
             for b in bufs:
                 b.close()
 
-    threads = [threading.Thread(target=work, name="gguftpl-copy", daemon=True) for _ in range(COPY_WORKERS)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.1)
-                if progress is not None:
-                    progress(state["done"], length)
-    except BaseException:
-        stop.set()  # Ctrl-C: each worker finishes its block and stops; atomic_output removes the file
-        for t in threads:
-            if t.ident is not None:
-                t.join()
-        raise
-    finally:
-        os.close(src_fd)
-        if check_fd >= 0:
-            os.close(check_fd)
-    if errors:
-        raise errors[0]
-    os.lseek(out_fd, out_offset + length, os.SEEK_SET)
-    if progress is not None:
-        progress(length, length)
-    return str(state["method"]), bool(state["identical"])
+    def _copy_block(self, a: int, n: int, buf: mmap.mmap) -> None:
+        done = 0
+        src_at, out_at = self.src_offset + a, self.out_offset + a
+        while done < n:
+            copied = 0
+            if self.method == "copy_file_range":
+                try:
+                    copied = os.copy_file_range(self.src_fd, self.out_fd, n - done, src_at + done, out_at + done)
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    self.method = "pread/pwrite"  # e.g. across filesystems on old kernels
+                    continue
+            else:
+                k = min(len(buf), n - done)
+                got = _pread_full(self.src_fd, buf, k, src_at + done)
+                copied = os.pwritev(self.out_fd, [memoryview(buf)[:got]], out_at + done) if got else 0
+            if copied <= 0:
+                raise PatchError(f"source ended early while copying tensor data at byte {src_at + done}")
+            done += copied
+
+    def _same(self, a: int, n: int, bufs: tuple[mmap.mmap, mmap.mmap], addrs: tuple[int, int]) -> bool:
+        pos = 0
+        while pos < n:
+            k = min(COMPARE_PIECE, n - pos)
+            if _pread_full(self.src_fd, bufs[0], k, self.src_offset + a + pos) != k:
+                return False
+            if _pread_full(self.check_fd, bufs[1], k, self.out_offset + a + pos) != k:
+                return False
+            if self.memcmp(addrs[0], addrs[1], k) != 0:
+                return False
+            pos += k
+        return True
 
 
 def _reserve(fd: int, size: int) -> None:

@@ -23,8 +23,9 @@ from gguftpl import limits
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
 from gguftpl.rules.context import FileContext
-from gguftpl.templates.analysis import FactsKey, SetFacts, gather_set, run_checks, sort_findings
+from gguftpl.templates.analysis import SetFacts, gather_set, run_checks, sort_findings
 from gguftpl.templates.facts import TemplateFacts, VocabFacts, vocab_facts
+from gguftpl.templates.factstore import FactsStore
 
 __all__ = [
     "AnalysisCache",
@@ -177,10 +178,18 @@ class AnalysisCache:
     Three levels: ``_facts`` maps (template text, bos, eos, llama.cpp asked) to its facts; ``_sets`` counts
     the template sets analysed; ``_by_header`` maps a hash of the raw metadata bytes (minus keys that differ
     between quants and that template sets never read) to everything loaded for that file, so a second
-    quant of a model skips even decoding its vocabulary."""
+    quant of a model skips even decoding its vocabulary. ``on_disk()`` keeps the facts between runs too
+    (``templates.factstore``)."""
 
-    def __init__(self) -> None:
-        self._facts: dict[FactsKey, TemplateFacts] = {}
+    @classmethod
+    def on_disk(cls) -> AnalysisCache:
+        """A cache whose template facts persist in the user's cache folder (what the CLI uses)."""
+        from gguftpl.templates.factstore import cache_folder
+
+        return cls(FactsStore(cache_folder()))
+
+    def __init__(self, store: FactsStore | None = None) -> None:
+        self._facts = store if store is not None else FactsStore()
         self._sets: set[str] = set()
         self._by_header: dict[str, _Loaded] = {}
         self.hits = 0

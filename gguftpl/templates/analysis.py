@@ -17,13 +17,11 @@ from gguftpl import limits
 from gguftpl.findings import Finding
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts, vocab_facts
+from gguftpl.templates.factstore import FactsKey
 from gguftpl.templates.gather import gather_facts
 
 if TYPE_CHECKING:
     from gguftpl.templates.templateset import TemplateSet
-
-FactsKey = tuple[str, str, str, bool]
-"""(sha256 of the text, bos, eos, llama.cpp asked): what a template's facts depend on."""
 
 
 def analyze_template_text(

@@ -201,11 +201,16 @@ class TemplateFacts:
         return self.call.text if self.call is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (``from_dict`` reads it back); ``tools_static`` is included for readers."""
         from dataclasses import asdict
 
         d = asdict(self)
         d["tools_static"] = self.tools_static
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TemplateFacts:
+        return _decode(cls, data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -234,3 +239,31 @@ def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...]) -> VocabFacts:
     ids = {text: tset.token_id(text) for text in sorted(texts)}
     types = {tid: tset.token_type(tid) for tid in ids.values() if tid is not None}
     return VocabFacts(True, ids, types)
+
+
+def _decode(tp: Any, value: Any) -> Any:
+    """``value`` (JSON data from ``asdict``) as an instance of the annotated type ``tp``: dataclasses by their
+    field hints, ``X | None``, ``tuple[X, ...]``, ``tuple[A, B]``, ``dict[str, X]`` and plain scalars."""
+    import dataclasses
+    import types
+    import typing
+
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in known})
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        arms = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(arms[0], value) if len(arms) == 1 else value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in value)
+        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: _decode(vt, v) for k, v in value.items()}
+    return value

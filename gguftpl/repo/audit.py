@@ -44,7 +44,7 @@ __all__ = [
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, label)`` after each file."""
 
-Fetch = Callable[[QuantEntry], tuple[Any, "dict[str, Any] | None"]]
+Fetch = Callable[[QuantEntry], tuple[Any, dict[str, Any] | None]]
 """Read one entry's header: (header, its ``"remote"`` object or None)."""
 
 

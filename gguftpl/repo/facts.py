@@ -236,7 +236,7 @@ class RepoFacts:
         text = majority(having, prefer=self.upstream_templates(group).get(name))
         return text, [n for n, t in having if same_text(t, text)]
 
-    def context(self, members: Iterable[QuantEntry]) -> dict[str, Any]:
+    def concerning(self, members: Iterable[QuantEntry]) -> dict[str, Any]:
         """Which repo or folder and which quants a finding concerns, for every report format."""
         return {"repo": self.target, "quants": [e.name for e in members]}
 

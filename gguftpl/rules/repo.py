@@ -140,7 +140,7 @@ def split_incomplete(repo: RepoFacts) -> Iterator[Finding]:
                 Location(file=repo.target),
                 evidence=f"present: {', '.join(f'{n:05d}' for n in sorted(have))}",
                 missing=missing,
-                **repo.context(shards),
+                **repo.concerning(shards),
             )
 
 
@@ -154,7 +154,7 @@ def several_models(repo: RepoFacts) -> Iterator[Finding]:
             f"{len(groups)} models by architecture and vocabulary; quants compared within each ({desc})",
             Location(file=repo.target),
             groups={g: [e.name for e in v] for g, v in groups.items()},
-            **repo.context(e for v in groups.values() for e in v),
+            **repo.concerning(e for v in groups.values() for e in v),
         )
 
 
@@ -178,7 +178,7 @@ def template_missing(repo: RepoFacts) -> Iterator[Finding]:
                         evidence=f"carried by: {', '.join(having)}",
                         fix=_copy_fix(majority_files[0], e.name, tname),
                         carried_by=having,
-                        **repo.context(members),
+                        **repo.concerning(members),
                     )
 
 
@@ -202,7 +202,7 @@ def template_differs(repo: RepoFacts) -> Iterator[Finding]:
                         evidence=_diff_excerpt(text, e.templates[tname], majority_files[0], e.name),
                         fix=_copy_fix(majority_files[0], e.name, tname),
                         majority_files=majority_files,
-                        **repo.context(members),
+                        **repo.concerning(members),
                     )
 
 
@@ -224,7 +224,7 @@ def special_tokens_differ(repo: RepoFacts) -> Iterator[Finding]:
                     Location(file=e.label),
                     evidence="\n".join(diffs),
                     fix=f"re-convert {e.name}, or set the token ids to match the other quants",
-                    **repo.context(members),
+                    **repo.concerning(members),
                 )
 
 
@@ -266,7 +266,7 @@ def upstream_drift(repo: RepoFacts) -> Iterator[Finding]:
                 upstream_revision=up.revision,
                 missing=missing,
                 differing=differing,
-                **repo.context(members),
+                **repo.concerning(members),
             )
 
 
@@ -283,7 +283,7 @@ def upstream_unchecked(repo: RepoFacts) -> Iterator[Finding]:
         else:
             continue
         yield make_finding(
-            REPO_UPSTREAM_UNKNOWN, message, Location(file=repo.target), **repo.context(groups.get(gname, []))
+            REPO_UPSTREAM_UNKNOWN, message, Location(file=repo.target), **repo.concerning(groups.get(gname, []))
         )
 
 

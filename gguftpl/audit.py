@@ -507,7 +507,7 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
     A path that does not exist is a usage error: it is almost always a typo, and silently auditing
     nothing would pass."""
-    from gguftpl.gguf.remote import shard_info
+    from gguftpl.gguf.shards import shard_info
 
     out: list[str] = []
     seen: set[str] = set()

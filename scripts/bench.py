@@ -357,7 +357,7 @@ def bench_verify(work: Path, runs: int) -> str:
 
 def bench_remote(work: Path, runs: int) -> str:
     from gguftpl.gguf.reader import read_header
-    from gguftpl.repo import bench_remote_audit, bench_repo_audit
+    from gguftpl.repo.audit import bench_remote_audit, bench_repo_audit
     from tests.hubserver import HubServer
 
     vocab = make_big_vocab(work / "vocab262k.gguf")

@@ -110,7 +110,7 @@ def samples_dir() -> Path:
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A local Hub (tests/hubserver.py) that huggingface_hub reaches through HF_ENDPOINT, its log cleared."""
-    from gguftpl.gguf.remote import hub_headers
+    from gguftpl.hubenv import headers as hub_headers
     from tests.hubserver import HubServer
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -12,19 +12,12 @@ from typing import Any
 import pytest
 
 from gguftpl.errors import GGUFFormatError, HubError
+from gguftpl.gguf.httpsource import DEFAULT_INITIAL_CHUNK, DEFAULT_MAX_CHUNK
+from gguftpl.gguf.hubref import HubFileRef, HubRepoRef, parse_remote, parse_repo_spec
 from gguftpl.gguf.reader import GGUFHeader, LazyArray, read_header
-from gguftpl.gguf.remote import (
-    DEFAULT_INITIAL_CHUNK,
-    DEFAULT_MAX_CHUNK,
-    HubFileRef,
-    HubRepoRef,
-    hub_headers,
-    open_remote,
-    parse_remote,
-    parse_repo_spec,
-    read_remote_header,
-    shard_info,
-)
+from gguftpl.gguf.remote import open_remote, read_remote_header
+from gguftpl.gguf.shards import shard_info
+from gguftpl.hubenv import headers as hub_headers
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
-from gguftpl.gguf.remote import DEFAULT_MAX_CHUNK
+from gguftpl.gguf.httpsource import DEFAULT_MAX_CHUNK
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
 

@@ -12,7 +12,8 @@ import pytest
 
 from gguftpl.errors import HubError
 from gguftpl.gguf.reader import read_header
-from gguftpl.repo import RepoAudit, audit_hub_repo, audit_local_dir, bench_remote_audit, check_consistency
+from gguftpl.repo.audit import RepoAudit, audit_hub_repo, audit_local_dir, bench_remote_audit
+from gguftpl.repo.facts import RepoFacts, UpstreamFacts, check_repo
 from tests.conftest import CHATML
 from tests.hubserver import HubServer
 
@@ -219,13 +220,14 @@ def test_upstream_prefers_upstream_version_on_a_tie(quant_dir: Callable[..., Pat
     ra = audit_local_dir(folder, upstream=False)
     # without upstream a tie goes to the first file, so B is the odd one
     assert [f.location.file for f in ra.findings if f.code == "GT551"] == [str(folder / "model-B.gguf")]
-    from gguftpl.repo import QuantEntry
+    from gguftpl.repo.facts import QuantEntry
 
     entries = [e for e in ra.entries]
     assert all(isinstance(e, QuantEntry) for e in entries)
     group = entries[0].group
     assert group is not None
-    found = check_consistency(entries, target=str(folder), upstream_templates={group: {"default": CHATML}})
+    upstream = UpstreamFacts("org/Base", "given with --upstream", "checked", templates={"default": CHATML})
+    found = check_repo(RepoFacts(str(folder), tuple(entries), {group: upstream}))
     assert [f.location.file for f in found if f.code == "GT551"] == [str(folder / "model-A.gguf")]
 
 
@@ -289,7 +291,8 @@ def test_audit_targets_mixes_local_remote_and_repo(
 ) -> None:
     import jsonschema
 
-    from gguftpl.repo import TerminalProgress, audit_targets
+    from gguftpl.cli.progress import TerminalProgress
+    from gguftpl.repo.audit import audit_targets
 
     spec = {q: {"templates": both_templates() if q != "Q6_K" else {"default": CHATML}} for q in QUANTS}
     sha = publish(hub, "conv/Mix-GGUF", quant_dir(spec))
@@ -324,7 +327,7 @@ def test_audit_targets_mixes_local_remote_and_repo(
 
 
 def test_audit_targets_repo_check_on_a_folder(quant_dir: Callable[..., Path]) -> None:
-    from gguftpl.repo import audit_targets
+    from gguftpl.repo.audit import audit_targets
 
     folder = quant_dir({"A": {"templates": both_templates()}, "B": {"templates": {"default": CHATML}}})
     plain = audit_targets([str(folder)], upstream=False)
@@ -339,7 +342,7 @@ def test_audit_targets_repo_check_on_a_folder(quant_dir: Callable[..., Path]) ->
 def test_terminal_progress_only_on_a_tty() -> None:
     import io
 
-    from gguftpl.repo import TerminalProgress
+    from gguftpl.cli.progress import TerminalProgress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -369,7 +372,7 @@ def test_a_final_newline_is_not_a_different_template(quant_dir: Callable[..., Pa
 
 
 def test_repo_file_specs_for_inspect(hub: HubServer, make_gguf: Any) -> None:
-    from gguftpl.repo import repo_file_specs
+    from gguftpl.gguf.remote import repo_file_specs
 
     files = {
         "a-00001-of-00002.gguf": make_gguf("a1.gguf", extra_kv={"split.count": 2}),
@@ -398,7 +401,8 @@ def test_hub_repo_with_a_broken_quant(hub: HubServer, quant_dir: Callable[..., P
 def test_read_ahead_is_bounded() -> None:
     import threading
 
-    from gguftpl.repo import QuantEntry, _ahead
+    from gguftpl.repo.audit import _ahead
+    from gguftpl.repo.facts import QuantEntry
 
     started: list[int] = []
     consumed: list[int] = []
@@ -426,7 +430,7 @@ def test_read_ahead_is_bounded() -> None:
 
 
 def test_auditing_a_later_shard_reads_the_first(hub: HubServer, make_gguf: Any) -> None:
-    from gguftpl.repo import audit_targets
+    from gguftpl.repo.audit import audit_targets
 
     first = make_gguf("s-00001-of-00002.gguf", templates={"default": CHATML}, extra_kv={"split.count": 2})
     second = make_gguf("s-00002-of-00002.gguf", extra_kv={"split.no": 1, "split.count": 2})

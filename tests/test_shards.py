@@ -15,7 +15,7 @@ from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.open import MissingFirstShardError, open_header
 from gguftpl.gguf.reader import ValueType
 from gguftpl.gguf.writer import Typed, write_gguf
-from gguftpl.repo import audit_remote_file
+from gguftpl.repo.audit import audit_remote_file
 from tests.conftest import CHATML, build_gguf
 from tests.hubserver import HubServer
 

@@ -1,4 +1,4 @@
-"""The bundled catalog: integrity, provenance, the two copies agree, discovery (offline)."""
+"""The bundled catalog: integrity, provenance, one copy on disk, discovery (offline)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ from gguftpl.gguf.reader import read_header
 from gguftpl.templates.templateset import load_templateset
 from gguftpl.upstream.catalog import (
     STATUSES,
+    catalog_dir,
     catalog_upstream,
     fallback_entry,
     load_catalog,
-    package_catalog_dir,
-    source_catalog_dir,
-    tree_digest,
 )
 from gguftpl.upstream.discover import find_upstream_repo, repo_from_url
 from tests.conftest import CHATML
@@ -47,14 +45,19 @@ SOURCES_SHA = {
 }
 
 
-def test_package_copy_matches_source_tree() -> None:
-    src = source_catalog_dir()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_one_catalog_on_disk() -> None:
+    """The catalog the code reads is the reviewed top-level folder, and no copy of it exists elsewhere."""
+    src = ROOT / "upstream_templates"
     if not (src / "index.json").is_file():
         pytest.skip("not a source checkout")
-    assert tree_digest(src) == tree_digest(package_catalog_dir()), (
-        "gguftpl/data/upstream_templates differs from upstream_templates/: "
-        "run python -m gguftpl.upstream.catalog --sync"
-    )
+    assert catalog_dir().resolve() == src.resolve()
+    copies = [p.parent for p in ROOT.glob("gguftpl/**/index.json")]
+    assert copies == [], f"a second catalog inside the package: {copies}"
+    for name in ("README.md", "LICENSE.llama.cpp"):  # provenance stays with the templates
+        assert (src / name).is_file(), name
 
 
 def test_every_template_matches_its_index_entry() -> None:
@@ -93,7 +96,7 @@ def test_hermes_entries_match_the_recorded_provenance() -> None:
 
 def test_damaged_catalog_file_is_an_error(tmp_path: Path) -> None:
     copy = tmp_path / "cat"
-    shutil.copytree(package_catalog_dir(), copy)
+    shutil.copytree(catalog_dir(), copy)
     entry = load_catalog(copy).get("Qwen/Qwen2.5-7B-Instruct")
     assert entry is not None
     path = copy / entry.templates["default"].file
@@ -120,10 +123,12 @@ def test_catalog_upstream_and_fallback() -> None:
 
 
 def test_catalog_found_from_an_installed_layout(tmp_path: Path) -> None:
-    """Copy the package (not the source tree) elsewhere and import it from there: the catalog must be
-    found inside the package."""
+    """Lay the package out as the wheel does (pyproject.toml maps gguftpl.upstream_templates onto the
+    top-level folder) away from the source tree and import it from there: the catalog must be found inside
+    the package. tests/test_packaging.py builds the real wheel."""
     pkg = Path(__import__("gguftpl").__file__).parent
     shutil.copytree(pkg, tmp_path / "site" / "gguftpl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(catalog_dir(), tmp_path / "site" / "gguftpl" / "upstream_templates")
     code = (
         "import gguftpl.upstream.catalog as c; cat = c.load_catalog(); "
         "print(c.catalog_dir()); print(len(cat.entries)); "

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from gguftpl.report import format_names
+
+if TYPE_CHECKING:
+    from gguftpl.repo.audit import TargetsAudit
 
 SEVERITIES = ["error", "warning", "info"]
 
@@ -132,45 +136,63 @@ def command(
       2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
     from gguftpl.audit import audit_paths
-    from gguftpl.gguf.remote import is_remote
+    from gguftpl.gguf.hubref import is_remote
     from gguftpl.report import get_formatter, write_atomic
 
     debug = bool(ctx.obj and ctx.obj.get("debug"))
     colored = use_color(color, output) if fmt == "text" else False
-    options = {"color": colored} if fmt == "text" else {}
+    formatter = get_formatter(fmt, **({"color": colored} if fmt == "text" else {}))
     if not paths and not repos:
         raise click.UsageError("Missing argument 'PATH...' (or --repo ORG/REPO).", ctx=ctx)
     if repos or repo_check or any(is_remote(p) for p in paths):
-        from gguftpl.repo import TerminalProgress, audit_targets
-
-        progress = TerminalProgress()
-        try:
-            result = audit_targets(
-                list(paths),
-                repos=list(repos),
-                repo_check=repo_check,
-                jobs=jobs,
-                select=list(select),
-                ignore=list(ignore),
-                upstream=False if no_upstream else (upstream or True),
-                engine=engine,
-                strict=debug,
-                progress=progress,
-            )
-        finally:
-            progress.done()
-        for ra in result.repos:
-            if not ra.entries:
-                click.echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
+        result = _audit_targets(paths, repos, repo_check, jobs, select, ignore, upstream, no_upstream, engine, debug)
         run = result.run
-        report = result.format(fmt, **options)
+        report = formatter.format(run, result.context())
     else:
         run = audit_paths(list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug)
         if not run.files:
             click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
-        report = get_formatter(fmt, **options).format(run)
+        report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
     else:
         click.echo(report, nl=False, color=colored)
     ctx.exit(0 if exit_zero else run.exit_code(fail_on))
+
+
+def _audit_targets(
+    paths: tuple[str, ...],
+    repos: tuple[str, ...],
+    repo_check: bool,
+    jobs: int,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    upstream: str | None,
+    no_upstream: bool,
+    engine: str,
+    strict: bool,
+) -> TargetsAudit:
+    """Remote files, ``--repo`` and ``--repo-check``: one run, with a progress bar on a terminal."""
+    from gguftpl.cli.progress import TerminalProgress
+    from gguftpl.repo.audit import audit_targets
+
+    progress = TerminalProgress()
+    try:
+        result = audit_targets(
+            list(paths),
+            repos=list(repos),
+            repo_check=repo_check,
+            jobs=jobs,
+            select=list(select),
+            ignore=list(ignore),
+            upstream=False if no_upstream else (upstream or True),
+            engine=engine,
+            strict=strict,
+            progress=progress,
+        )
+    finally:
+        progress.done()
+    for ra in result.repos:
+        if not ra.entries:
+            click.echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
+    return result

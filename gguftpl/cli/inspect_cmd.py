@@ -28,12 +28,13 @@ def command(
     FILE may be local, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/… URL (header fetched with
     HTTP Range requests; JSON then carries a "remote" object with the bytes and requests it cost).
     """
-    from gguftpl.gguf.open import is_remote, open_header
+    from gguftpl.gguf.hubref import is_remote
+    from gguftpl.gguf.open import open_header
     from gguftpl.inspect import SCHEMA_VERSION, inspect_header
     from gguftpl.templates.templateset import load_templateset
 
     if repos:
-        from gguftpl.repo import repo_file_specs
+        from gguftpl.gguf.remote import repo_file_specs
 
         files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r))
         if not files:

@@ -1,4 +1,4 @@
-"""Open a GGUF header from a local path or, when the remote module supports it, a Hub URL.
+"""Open a GGUF header from a local path, a Hub file (``hf://``) or a URL.
 
 A later shard of a local split GGUF (``NAME-00002-of-00003.gguf``, gguf-split's naming) is read through
 its first shard in the same folder, as the remote reader does: the metadata lives in shard 1.
@@ -11,14 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gguftpl.errors import GGUFFormatError
+from gguftpl.gguf.hubref import is_remote
 from gguftpl.gguf.reader import GGUFHeader, read_header
-from gguftpl.gguf.remote import ShardInfo, shard_info
+from gguftpl.gguf.shards import ShardInfo, shard_info
 
-__all__ = ["LocalShard", "MissingFirstShardError", "is_remote", "local_shard", "open_header", "split_notes"]
-
-
-def is_remote(path: str) -> bool:
-    return path.startswith(("hf://", "https://", "http://"))
+__all__ = ["LocalShard", "MissingFirstShardError", "local_shard", "open_header", "split_notes"]
 
 
 class MissingFirstShardError(GGUFFormatError):
@@ -41,7 +38,7 @@ class LocalShard:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"path": self.path}
         if self.shard is not None:
-            d["shard"] = {"number": self.shard.number, "count": self.shard.count, "first": self.shard.first}
+            d["shard"] = self.shard.to_dict()
         if self.notes:
             d["notes"] = list(self.notes)
         return d

@@ -1,5 +1,8 @@
 """Output formats for an audit: each one is a small class that turns an ``AuditRun`` into a string.
 
+A run over remote files and repos passes a ``ReportContext`` too (``report/context.py``): the bytes each
+remote read cost and a summary of each repo, which every format reports in its own way.
+
 The CLI's ``--format`` choices are the keys of ``FORMATS``; a test checks the two stay in step.
 Formatter modules are imported only when chosen.
 """
@@ -15,6 +18,7 @@ from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
+    from gguftpl.report.context import ReportContext
 
 __all__ = ["FORMATS", "Formatter", "format_names", "get_formatter", "render", "tool_version", "write_atomic"]
 
@@ -22,7 +26,7 @@ __all__ = ["FORMATS", "Formatter", "format_names", "get_formatter", "render", "t
 class Formatter(Protocol):
     name: str
 
-    def format(self, run: AuditRun) -> str:
+    def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
         """The whole report, ending with a newline."""
 
 
@@ -50,8 +54,8 @@ def get_formatter(name: str, **options: Any) -> Formatter:
     return formatter
 
 
-def render(run: AuditRun, fmt: str, **options: Any) -> str:
-    return get_formatter(fmt, **options).format(run)
+def render(run: AuditRun, fmt: str, context: ReportContext | None = None, **options: Any) -> str:
+    return get_formatter(fmt, **options).format(run, context)
 
 
 def tool_version() -> str:

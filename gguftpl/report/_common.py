@@ -62,5 +62,21 @@ def where(finding: Finding) -> str:
     return out
 
 
+QUANTS_SHOWN = 12
+
+
+def repo_context(finding: Finding) -> str:
+    """``Repo: hf://ORG/REPO@SHA; quants: a.gguf, b.gguf`` for a repo-level (GT55x) finding, else ``""``:
+    which repo or folder and which quants it concerns, for formats that show only the message."""
+    repo = finding.extra.get("repo")
+    if not isinstance(repo, str):
+        return ""
+    quants = [str(q) for q in finding.extra.get("quants") or ()]
+    shown = ", ".join(quants[:QUANTS_SHOWN])
+    if len(quants) > QUANTS_SHOWN:
+        shown += f", … ({len(quants) - QUANTS_SHOWN} more)"
+    return f"Repo: {repo}" + (f"; quants: {shown}" if quants else "")
+
+
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gguftpl.report._common import GITHUB_LEVEL, where
+from gguftpl.report._common import GITHUB_LEVEL, repo_context, where
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
+    from gguftpl.report.context import ReportContext
 
 
 def escape_data(text: str) -> str:
@@ -25,15 +26,18 @@ def escape_property(text: str) -> str:
 class GitHubFormatter:
     name = "github"
 
-    def format(self, run: AuditRun) -> str:
+    def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
         lines: list[str] = []
         for fa in run.files:
             for f in fa.findings:
                 # The template line is not a line of the (binary) GGUF, so it goes in the message rather
                 # than in line=, where GitHub would point at the wrong place.
                 at = where(f)
-                context = f"{at} ({f.template})" if at and f.template else at or (f.template or "")
-                message = f"{context}: {f.message}" if context else f.message
+                place = f"{at} ({f.template})" if at and f.template else at or (f.template or "")
+                message = f"{place}: {f.message}" if place else f.message
+                repo = repo_context(f)  # an annotation has no properties: say which repo and quants
+                if repo:
+                    message += f"\n{repo}"
                 if f.fix:
                     message += f"\nFix: {f.fix}"
                 file = escape_property(f.location.file or fa.path)

@@ -11,6 +11,7 @@ from gguftpl.report._common import plain, template_dict
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
+    from gguftpl.report.context import ReportContext
 
 SCHEMA_VERSION = 1
 
@@ -47,9 +48,9 @@ def file_dict(fa: FileAudit) -> dict[str, Any]:
     return d
 
 
-def run_dict(run: AuditRun) -> dict[str, Any]:
+def run_dict(run: AuditRun, context: ReportContext | None = None) -> dict[str, Any]:
     counts = run.counts()
-    return {
+    d = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "gguftpl", "version": tool_version()},
         "summary": {
@@ -62,6 +63,21 @@ def run_dict(run: AuditRun) -> dict[str, Any]:
         },
         "files": [file_dict(fa) for fa in run.files],
     }
+    if context is not None:
+        _add_context(d, context)
+    return d
+
+
+def _add_context(d: dict[str, Any], context: ReportContext) -> None:
+    """Each remote file's ``"remote"`` object, ``"repos"`` and the run's ``"remote"`` totals."""
+    for fd in d["files"]:
+        if fd["path"] in context.remote:
+            fd["remote"] = plain(context.remote[fd["path"]])
+    if context.repos:
+        d["repos"] = [plain(r) for r in context.repos]
+    totals = context.remote_totals()
+    if totals is not None:
+        d["remote"] = totals
 
 
 class JSONFormatter:
@@ -70,5 +86,5 @@ class JSONFormatter:
     def __init__(self, indent: int | None = 2) -> None:
         self.indent = indent
 
-    def format(self, run: AuditRun) -> str:
-        return json.dumps(run_dict(run), indent=self.indent, ensure_ascii=False) + "\n"
+    def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
+        return json.dumps(run_dict(run, context), indent=self.indent, ensure_ascii=False) + "\n"

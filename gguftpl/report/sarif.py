@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Rule
 from gguftpl.report import tool_version
-from gguftpl.report._common import SARIF_LEVEL, plain, rule_of
+from gguftpl.report._common import SARIF_LEVEL, plain, repo_context, rule_of
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
+    from gguftpl.report.context import ReportContext
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -86,7 +87,12 @@ def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 
         logical.append({"name": f.template, "fullyQualifiedName": f"template:{f.template}", "kind": "object"})
     if logical:
         location["logicalLocations"] = logical
-    text = f.message if not f.fix else f"{f.message}\nFix: {f.fix}"
+    text = f.message
+    context = repo_context(f)  # a dashboard shows the message: say which repo and quants
+    if context:
+        text += f"\n{context}"
+    if f.fix:
+        text += f"\nFix: {f.fix}"
     props: dict[str, Any] = {"template": f.template, "evidence": f.evidence, "fix": f.fix}
     if f.extra:
         props["extra"] = plain(f.extra)
@@ -105,7 +111,7 @@ def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 
 class SARIFFormatter:
     name = "sarif"
 
-    def format(self, run: AuditRun) -> str:
+    def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
         # Only the rules that fired, sorted by code: indices stay meaningful and the log small.
         rules: dict[str, Rule] = {}
         for f in run.findings:
@@ -119,21 +125,34 @@ class SARIFFormatter:
                 base = fingerprint(f, artifact_uri(f.location.file or fa.path))
                 seen[base] = seen.get(base, 0) + 1
                 results.append(result_dict(f, index[f.code], fa.path, seen[base]))
-        log = {
-            "$schema": SARIF_SCHEMA,
-            "version": SARIF_VERSION,
-            "runs": [
-                {
-                    "tool": {
-                        "driver": {
-                            "name": "gguftpl",
-                            "version": tool_version(),
-                            "rules": [rule_dict(rules[c]) for c in ordered],
-                        }
-                    },
-                    "columnKind": "unicodeCodePoints",
-                    "results": results,
+        sarif_run: dict[str, Any] = {
+            "tool": {
+                "driver": {
+                    "name": "gguftpl",
+                    "version": tool_version(),
+                    "rules": [rule_dict(rules[c]) for c in ordered],
                 }
-            ],
+            },
+            "columnKind": "unicodeCodePoints",
+            "results": results,
         }
+        props = _context_properties(context)
+        if props:
+            sarif_run["properties"] = props
+        log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [sarif_run]}
         return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _context_properties(context: ReportContext | None) -> dict[str, Any]:
+    """The run's property bag: the repos audited as sets of quants and what the remote reads cost, as in
+    the JSON report's ``"repos"`` and ``"remote"``."""
+    if context is None:
+        return {}
+    props: dict[str, Any] = {}
+    if context.repos:
+        props["repos"] = [plain(r) for r in context.repos]
+    totals = context.remote_totals()
+    if totals is not None:
+        props["remote"] = totals
+        props["remoteFiles"] = {label: plain(info) for label, info in context.remote.items()}
+    return props

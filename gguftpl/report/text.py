@@ -10,6 +10,7 @@ from gguftpl.safeio import printable
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
+    from gguftpl.report.context import ReportContext
 
 _SEVERITY_STYLE: dict[Severity, dict[str, Any]] = {
     Severity.ERROR: {"fg": "red", "bold": True},
@@ -45,12 +46,14 @@ class TextFormatter:
         codes = ([f"\x1b[{_ANSI_FG[fg]}m"] if fg else []) + (["\x1b[1m"] if bold else [])
         return "".join(codes) + text + "\x1b[0m"
 
-    def format(self, run: AuditRun) -> str:
+    def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
         lines: list[str] = []
         for fa in run.files:
             lines.extend(self._file(fa))
             lines.append("")
         lines.append(self._summary(run))
+        if context is not None:
+            lines.extend(_remote_footer(context))
         return "\n".join(lines) + "\n"
 
     def _file(self, fa: FileAudit) -> list[str]:
@@ -111,3 +114,16 @@ class TextFormatter:
         )
         line = f"{_plural(n, 'finding')} ({detail}) in {_plural(len(run.files), 'file')} ({flagged} with findings)"
         return self._s(line, bold=True) if n else self._s(line, fg="green")
+
+
+def _remote_footer(context: ReportContext) -> list[str]:
+    """What the remote reads cost, and what the reader did that the user should know (a shard followed)."""
+    totals = context.remote_totals()
+    if totals is None:
+        return []
+    out = [
+        f"remote: {totals['files']} header(s) read over HTTP, {totals['bytes_fetched']:,} bytes in "
+        f"{totals['requests']} request(s)"
+    ]
+    out.extend(f"note: {printable(label)}: {printable(note)}" for label, note in context.notes())
+    return out

@@ -1,10 +1,10 @@
-"""The bundled catalog of known-good upstream chat templates.
+"""The bundled catalog of known-good upstream chat templates, and matching a GGUF against it.
 
-Where it lives: the top-level ``upstream_templates/`` folder of the source tree is the copy people
-review and edit (index.json + ``<org>/<repo>/<name>.jinja``, provenance per template). The package ships
-an identical copy in ``gguftpl/data/upstream_templates/`` so an installed gguftpl finds it without the
-source tree; ``python -m gguftpl.upstream.catalog --sync`` refreshes it and a test fails when the two
-differ. At run time the package copy is used (``GGUFTPL_CATALOG`` overrides, for tests and experiments).
+One copy on disk: the top-level ``upstream_templates/`` folder of the source tree (index.json +
+``<org>/<repo>/<name>.jinja``, provenance per template, README and licence beside them). A built wheel carries
+that same folder as ``gguftpl/upstream_templates/`` (pyproject.toml maps the package name onto the folder),
+so an installed gguftpl finds it inside the package, and a source checkout or editable install finds it
+beside the package. ``GGUFTPL_CATALOG`` overrides both, for tests and experiments.
 
 Every template is checked against the sha256 in index.json when it is read, so a damaged catalog is an
 error, never a silently different template.
@@ -15,8 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import sys
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,28 +23,20 @@ from typing import Any
 from gguftpl.errors import HubError
 
 STATUSES = ("EXACT", "CORROBORATED", "PROXY")
-
-
-def package_catalog_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "data" / "upstream_templates"
-
-
-def source_catalog_dir() -> Path:
-    """The top-level folder of a source checkout (may not exist in an installed package)."""
-    return Path(__file__).resolve().parent.parent.parent / "upstream_templates"
+CATALOG_FOLDER = "upstream_templates"
 
 
 def catalog_dir() -> Path:
+    """Where the catalog is: ``GGUFTPL_CATALOG``, else inside the installed package, else beside it."""
     env = os.environ.get("GGUFTPL_CATALOG")
     if env:
         return Path(env)
-    pkg = package_catalog_dir()
-    if (pkg / "index.json").is_file():
-        return pkg
-    src = source_catalog_dir()
-    if (src / "index.json").is_file():
-        return src
-    raise HubError(f"the bundled template catalog is missing (looked in {pkg} and {src})")
+    package = Path(__file__).resolve().parent.parent
+    looked = (package / CATALOG_FOLDER, package.parent / CATALOG_FOLDER)  # wheel; source tree or editable
+    for root in looked:
+        if (root / "index.json").is_file():
+            return root
+    raise HubError(f"the bundled template catalog is missing (looked in {looked[0]} and {looked[1]})")
 
 
 @dataclass(frozen=True)
@@ -213,8 +204,6 @@ def catalog_upstream(repo_id: str | None = None, *, tset: Any = None) -> Any:
     if repo_id is None:
         if tset is None:
             raise HubError("--from-catalog needs a repo id when the GGUF cannot be matched")
-        from gguftpl.upstream.discover import match_catalog
-
         entry, how = match_catalog(tset, cat)
         if entry is None:
             raise HubError(f"no catalog entry matches this GGUF ({how}); name one: --from-catalog ORG/NAME")
@@ -238,34 +227,51 @@ def fallback_entry(repo_id: str, revision: str | None) -> Any:
     return entry.to_upstream()
 
 
-def sync(src: Path | None = None, dst: Path | None = None) -> Path:
-    """Copy the top-level catalog into the package data folder (maintainers; run after editing)."""
-    src = src or source_catalog_dir()
-    dst = dst or package_catalog_dir()
-    if not (src / "index.json").is_file():
-        raise HubError(f"no catalog at {src}")
-    tmp = dst.with_name(dst.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    shutil.copytree(src, tmp)
-    if dst.exists():
-        shutil.rmtree(dst)
-    os.replace(tmp, dst)
-    return dst
+# --------------------------------------------------------------------------------------------- matching
 
 
-def tree_digest(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file below ``root`` (to check the two copies agree)."""
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
+def match_catalog(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
+    """(catalog entry or None, how). A template hash match wins; names break ties and stand alone."""
+    prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
+    names = _model_names(prov)
+    by_hash: dict[str, tuple[CatalogEntry, str]] = {}
+    for tpl in getattr(tset, "templates", {}).values():
+        for entry, tname in catalog.by_sha256(tpl.sha256):
+            by_hash.setdefault(entry.repo_id, (entry, f"catalog match: template {tpl.name} sha256 = {tname}"))
+    if by_hash:
+        if len(by_hash) == 1:
+            entry, how = next(iter(by_hash.values()))
+            return entry, how
+        for name in names:
+            for entry in catalog.by_name(name):
+                if entry.repo_id in by_hash:
+                    return entry, by_hash[entry.repo_id][1] + f" and model name {name!r}"
+    for name in names:
+        found = catalog.by_name(name)
+        if len(found) == 1:
+            return found[0], f"catalog match: model name {name!r}"
+    if by_hash:
+        return None, "templates match several catalog entries: " + ", ".join(sorted(by_hash))
+    return None, "no catalog entry matches the templates or the model name"
 
 
-if __name__ == "__main__":  # pragma: no cover - maintainer entry point
-    if sys.argv[1:] == ["--sync"]:
-        print(f"synced to {sync()}")
-    else:
-        print("usage: python -m gguftpl.upstream.catalog --sync", file=sys.stderr)
-        sys.exit(2)
+def _model_names(prov: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+
+    def add(v: Any) -> None:
+        if isinstance(v, str) and v.strip() and v not in out:
+            out.append(v.strip())
+
+    for i in range(8):
+        add(prov.get(f"general.base_model.{i}.name"))
+    add(prov.get("general.name"))
+    base, size, fine = prov.get("general.basename"), prov.get("general.size_label"), prov.get("general.finetune")
+    if isinstance(base, str):
+        parts = [base] + [p for p in (size, fine) if isinstance(p, str) and p]
+        add("-".join(parts))
+        add(base)
+    # a quantizer's name like "Hermes-2-Pro-Mistral-7B-GGUF" or "... Q4_K_M"
+    for v in list(out):
+        stripped = re.sub(r"[-_ .](gguf|q\d\w*|iq\d\w*|f16|bf16|f32)$", "", v, flags=re.I)
+        add(stripped)
+    return out

@@ -54,7 +54,7 @@ def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
     for repo, key in candidates:
         if not _is_quant_repo(repo):
             return repo, f"from {key}"
-    from gguftpl.upstream.catalog import load_catalog
+    from gguftpl.upstream.catalog import load_catalog, match_catalog
 
     entry, how = match_catalog(tset, load_catalog())
     if entry is not None:
@@ -63,50 +63,3 @@ def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
         repo, key = candidates[0]
         return repo, f"from {key} (a GGUF repo; its templates may not be the original model's)"
     return None, f"no general.base_model/source keys; {how}"
-
-
-def match_catalog(tset: Any, catalog: Any) -> tuple[Any, str]:
-    """(catalog entry or None, how). A template hash match wins; names break ties and stand alone."""
-    prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
-    names = _model_names(prov)
-    by_hash: dict[str, Any] = {}
-    for tpl in getattr(tset, "templates", {}).values():
-        for entry, tname in catalog.by_sha256(tpl.sha256):
-            by_hash.setdefault(entry.repo_id, (entry, f"catalog match: template {tpl.name} sha256 = {tname}"))
-    if by_hash:
-        if len(by_hash) == 1:
-            entry, how = next(iter(by_hash.values()))
-            return entry, how
-        for name in names:
-            for entry in catalog.by_name(name):
-                if entry.repo_id in by_hash:
-                    return entry, by_hash[entry.repo_id][1] + f" and model name {name!r}"
-    for name in names:
-        found = catalog.by_name(name)
-        if len(found) == 1:
-            return found[0], f"catalog match: model name {name!r}"
-    if by_hash:
-        return None, "templates match several catalog entries: " + ", ".join(sorted(by_hash))
-    return None, "no catalog entry matches the templates or the model name"
-
-
-def _model_names(prov: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-
-    def add(v: Any) -> None:
-        if isinstance(v, str) and v.strip() and v not in out:
-            out.append(v.strip())
-
-    for i in range(8):
-        add(prov.get(f"general.base_model.{i}.name"))
-    add(prov.get("general.name"))
-    base, size, fine = prov.get("general.basename"), prov.get("general.size_label"), prov.get("general.finetune")
-    if isinstance(base, str):
-        parts = [base] + [p for p in (size, fine) if isinstance(p, str) and p]
-        add("-".join(parts))
-        add(base)
-    # a quantizer's name like "Hermes-2-Pro-Mistral-7B-GGUF" or "... Q4_K_M"
-    for v in list(out):
-        stripped = re.sub(r"[-_ .](gguf|q\d\w*|iq\d\w*|f16|bf16|f32)$", "", v, flags=re.I)
-        add(stripped)
-    return out

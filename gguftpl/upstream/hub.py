@@ -1,8 +1,8 @@
 """Fetch a repo's chat templates and special tokens from the Hugging Face Hub (or a local stand-in).
 
-Uses huggingface_hub (imported lazily) and its normal cache. ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and
-``HF_TOKEN`` are read here at call time, not only when huggingface_hub is imported, so a test or a
-long-lived process that changes them is honoured. Every failure becomes a one-line ``HubError``.
+Uses huggingface_hub (imported lazily) and its normal cache. The endpoint, token, cache folder and offline
+switch come from ``gguftpl.hubenv``, read at call time, so a test or a long-lived process that changes the
+environment is honoured. Every failure becomes a one-line ``HubError``.
 
 Requests, cold cache: ``GET /api/models/{repo}/revision/{rev}`` (resolves the commit),
 ``GET /api/models/{repo}/tree/{sha}?recursive=true``, then HEAD+GET per template/special-token file.
@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gguftpl import hubenv
 from gguftpl.errors import HubError
 from gguftpl.upstream.config import (
     SPECIAL_FILES,
@@ -27,25 +28,12 @@ from gguftpl.upstream.config import (
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_TRUE = {"1", "on", "yes", "true"}
-
-
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
-
-
-def hub_endpoint(endpoint: str | None = None) -> str:
-    return (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
 def parse_repo_ref(ref: str) -> tuple[str, str | None]:
-    """``org/name`` or ``org/name@revision`` -> (repo_id, revision)."""
+    """``org/name`` or ``org/name@revision`` (a Hub address like ``hf.co/org/name`` too) -> (repo_id, revision)."""
     repo, _, rev = ref.partition("@")
-    repo = repo.strip()
-    for prefix in ("https://huggingface.co/", "hf://", "hf.co/", "huggingface.co/"):
-        if repo.startswith(prefix):
-            repo = repo[len(prefix) :]
-    repo = repo.strip("/")
+    repo = hubenv.strip_hub_url(repo.strip()).strip("/")
     if not _REPO_RE.match(repo):
         raise HubError(f"{ref!r} is not a Hugging Face repo id (expected ORG/NAME[@REVISION])")
     return repo, (rev.strip() or None)
@@ -63,23 +51,17 @@ def fetch_upstream(
 ) -> UpstreamConfig:
     """Templates and special tokens of ``repo_id`` at ``revision`` (branch, tag or commit; default main).
 
-    ``offline`` defaults to ``HF_HUB_OFFLINE``; offline, only the cache is used. With
+    ``offline`` defaults to ``hubenv.offline()``; offline, only the cache is used. With
     ``catalog_fallback``, a Hub that cannot be reached (not a 404) falls back to a bundled catalog entry
     whose revision is known and matches, with a loud warning in ``.warnings``.
     """
     repo_id, rev_in_ref = parse_repo_ref(repo_id)
     revision = revision or rev_in_ref
-    offline = hub_offline() if offline is None else offline
-    url = hub_endpoint(endpoint)
-    tok = token or os.environ.get("HF_TOKEN") or None
-    if cache_dir is None:
-        # huggingface_hub reads these once at import; read them now so a changed environment counts
-        env_cache = os.environ.get("HF_HUB_CACHE") or (
-            os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None
-        )
-        cache_dir = env_cache
+    offline = hubenv.offline() if offline is None else offline
+    url = hubenv.endpoint(endpoint)
+    tok = hubenv.token(token)
     try:
-        return _fetch(repo_id, revision, url, tok, cache_dir, offline)
+        return _fetch(repo_id, revision, url, tok, hubenv.cache_dir(cache_dir), offline)
     except _Unreachable as exc:
         if catalog_fallback:
             from gguftpl.upstream.catalog import fallback_entry
@@ -103,8 +85,8 @@ def _fetch(
     repo_id: str,
     revision: str | None,
     endpoint: str,
-    token: str | None,
-    cache_dir: str | os.PathLike[str] | None,
+    token: str | bool | None,
+    cache_dir: str,
     offline: bool,
 ) -> UpstreamConfig:
     hf = _import_hub()
@@ -115,7 +97,7 @@ def _fetch(
         "revision": rev,
         "endpoint": endpoint,
         "token": token,
-        "cache_dir": os.fspath(cache_dir) if cache_dir is not None else None,
+        "cache_dir": cache_dir,
         "local_files_only": offline,
     }
     try:
@@ -130,7 +112,7 @@ def _fetch(
     listing = sorted(p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file())
     warnings: list[str] = []
     if offline:
-        warnings.append(f"offline (HF_HUB_OFFLINE): read {where} from the local cache, commit {sha}")
+        warnings.append(f"{hubenv.OFFLINE_NOTE}: read {where} from the local cache, commit {sha}")
 
     def read(name: str) -> bytes | None:
         p = snap / name
@@ -199,22 +181,22 @@ def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) 
     name = type(exc).__name__
     if isinstance(exc, errors.GatedRepoError):
         raise HubError(
-            f"{where}: the repo is gated; accept its licence on the Hub and set HF_TOKEN (or `hf auth login`)"
+            f"{where}: the repo is gated; accept its licence on the Hub and {hubenv.SET_TOKEN} (or `hf auth login`)"
         ) from None
     if isinstance(exc, errors.RevisionNotFoundError):
         raise HubError(f"{where}: revision not found") from None
     if isinstance(exc, errors.RepositoryNotFoundError):
-        raise HubError(f"{where}: repository not found at {endpoint} (or private: set HF_TOKEN)") from None
+        raise HubError(f"{where}: repository not found at {endpoint} (or private: {hubenv.SET_TOKEN})") from None
     if isinstance(exc, errors.LocalEntryNotFoundError) or isinstance(exc, errors.OfflineModeIsEnabled):
         if offline:
-            raise _Unreachable(f"{where} is not in the local cache and HF_HUB_OFFLINE is set") from None
+            raise _Unreachable(f"{where} is not in the local cache and {hubenv.OFFLINE_IS_SET}") from None
         raise _Unreachable(f"{where}: cannot reach {endpoint} and nothing is cached") from None
     if isinstance(exc, errors.EntryNotFoundError) or name == "RemoteEntryNotFoundError":
         raise HubError(f"{where}: file not found: {_short(exc)}") from None
     if isinstance(exc, errors.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
-            raise HubError(f"{where}: access denied (HTTP {status}); set HF_TOKEN") from None
+            raise HubError(f"{where}: access denied (HTTP {status}); {hubenv.SET_TOKEN}") from None
         raise _Unreachable(f"{where}: the Hub answered HTTP {status}") from None
     mod = type(exc).__module__ or ""
     if mod.startswith(("httpx", "httpcore", "h11", "requests", "urllib3")) or isinstance(exc, OSError):

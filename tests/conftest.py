@@ -34,6 +34,9 @@ os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="gguftpl-tests-hf-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)  # one per run, not one left per run
+# gguftpl's own cache of template facts: one per run too, never the user's
+os.environ["GGUFTPL_CACHE_DIR"] = tempfile.mkdtemp(prefix="gguftpl-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["GGUFTPL_CACHE_DIR"], ignore_errors=True)
 
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "

@@ -1,0 +1,97 @@
+"""The on-disk facts cache: facts read back equal, a second run renders nothing, a damaged or unwritable
+cache is a miss and never an error, entries are private to their owner."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from gguftpl.audit import AnalysisCache, audit_paths
+from gguftpl.templates import factstore
+from gguftpl.templates.factstore import FactsStore
+from gguftpl.templates.gather import gather_facts
+from tests.conftest import CHATML
+
+
+def _key(text: str) -> factstore.FactsKey:
+    from gguftpl.templates.templateset import sha256_text
+
+    return (sha256_text(text), "<s>", "</s>", False)
+
+
+def test_facts_read_back_equal(tmp_path: Path) -> None:
+    facts = gather_facts(CHATML, bos_token="<s>", eos_token="</s>")
+    FactsStore(tmp_path)[_key(CHATML)] = facts
+    again = FactsStore(tmp_path)  # a new process: nothing in memory
+    assert again[_key(CHATML)] == facts
+    assert again.disk_hits == 1
+    (entry,) = [p for p in tmp_path.rglob("*.json")]
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+
+
+def test_a_second_audit_renders_nothing(tmp_path: Path, make_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_gguf("m.gguf", templates={"default": CHATML + "{# store #}"})
+    store_dir = tmp_path / "cache"
+    first = audit_paths([path], engine="hf-only", cache=AnalysisCache(FactsStore(store_dir)))
+
+    from gguftpl.templates import analysis
+
+    def no_render(*args: object, **kwargs: object) -> None:
+        raise AssertionError("gathered again although the facts were on disk")
+
+    monkeypatch.setattr(analysis, "gather_facts", no_render)
+    store = FactsStore(store_dir)
+    second = audit_paths([path], engine="hf-only", cache=AnalysisCache(store))
+    assert store.disk_hits == 1
+    assert [f.to_dict() for f in second.findings] == [f.to_dict() for f in first.findings]
+    assert second.files[0].templates == first.files[0].templates
+
+
+def test_a_damaged_entry_is_a_miss(tmp_path: Path) -> None:
+    facts = gather_facts(CHATML)
+    FactsStore(tmp_path)[_key(CHATML)] = facts
+    for entry in tmp_path.rglob("*.json"):
+        entry.write_text('{"name": 1, "truncated', encoding="utf-8")
+    store = FactsStore(tmp_path)
+    assert store.get(_key(CHATML)) is None
+    with pytest.raises(KeyError):
+        store[_key(CHATML)]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_an_unwritable_folder_is_only_a_miss(tmp_path: Path) -> None:
+    tmp_path.chmod(0o500)
+    try:
+        store = FactsStore(tmp_path / "facts")
+        store[_key(CHATML)] = gather_facts(CHATML)  # no error
+        assert store.disk_writes == 0
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_a_file_in_the_way_is_only_a_miss(tmp_path: Path) -> None:
+    blocker = tmp_path / "facts"
+    blocker.write_text("not a folder", encoding="utf-8")
+    store = FactsStore(blocker)
+    store[_key(CHATML)] = gather_facts(CHATML)
+    assert store.disk_writes == 0 and blocker.read_text(encoding="utf-8") == "not a folder"
+    assert store[_key(CHATML)].name == "default"  # still served from memory
+
+
+def test_the_key_covers_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    FactsStore(tmp_path)[_key(CHATML)] = gather_facts(CHATML)
+    monkeypatch.setattr(factstore, "_CODE", "another version of gguftpl")
+    assert FactsStore(tmp_path).get(_key(CHATML)) is None
+
+
+def test_cache_folder_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GGUFTPL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert factstore.cache_folder() == tmp_path / "gguftpl" / "facts"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # the spec says: ignore a relative one
+    assert factstore.cache_folder() == Path.home() / ".cache" / "gguftpl" / "facts"
+    monkeypatch.setenv("GGUFTPL_CACHE_DIR", str(tmp_path / "own"))
+    assert factstore.cache_folder() == tmp_path / "own" / "facts"

@@ -80,22 +80,18 @@ def plan_upstream(
     fallback: bool = True,
 ) -> PatchPlan:
     """Fetch the upstream templates (saying where from, and any warning) and plan copying them into FILE."""
-    from gguftpl.cli.diff_cmd import resolve_upstream
     from gguftpl.gguf.reader import read_header
     from gguftpl.templates.templateset import load_templateset
     from gguftpl.upstream.patchplan import plan_from_upstream
+    from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
 
     with read_header(file) as header:
         tset = load_templateset(header)
-    upstream, how = resolve_upstream(
-        tset,
-        hub=from_hub,
-        revision=revision,
-        upstream=None,
-        catalog=from_catalog,
-        catalog_fallback=fallback,
+    resolved = resolve_upstream(
+        tset, UpstreamSource(repo=from_hub, revision=revision, catalog=from_catalog, fallback=fallback)
     )
-    for w in upstream.warnings:
+    upstream, how = resolved.config, resolved.how
+    for w in resolved.warnings:
         click.echo(f"gguftpl: {w}", err=True)
     plan = plan_from_upstream(tset, upstream, only=list(only) or None, remove=list(remove), provenance=provenance)
     click.echo(f"{file}: {how}")

@@ -19,11 +19,15 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.upstream.config import UpstreamConfig
+
+if TYPE_CHECKING:
+    from gguftpl.upstream.resolve import UpstreamSource
 
 IDENTICAL, CHANGED, GGUF_ONLY, UPSTREAM_ONLY, NOT_IN_SOURCE = (
     "identical",
@@ -123,7 +127,17 @@ class BehaviourDiff:
         return dict(self.__dict__)
 
 
-@dataclass
+@dataclass(frozen=True)
+class DiffOptions:
+    ignore_whitespace: bool = False
+    """Templates that differ only in whitespace count as equal."""
+    behaviour: bool = True
+    """Render the probe conversations with both sides' templates and compare the prompts."""
+    context: int = 3
+    """Lines of context in each template's unified diff."""
+
+
+@dataclass(frozen=True)
 class DiffResult:
     file: str
     upstream: UpstreamConfig
@@ -460,6 +474,33 @@ def _excerpt(text: str, i: int, before: int = 40, after: int = 80) -> str:
 # ---------------------------------------------------------------------------------------------- together
 
 
+def diff(
+    src: str | os.PathLike[str], source: UpstreamSource | None = None, options: DiffOptions = DiffOptions()
+) -> DiffResult:
+    """Compare the GGUF ``src`` (a local path, or ``hf://``/``https://`` URL: only its header is read) with
+    its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog."""
+    from gguftpl.errors import UsageError
+    from gguftpl.gguf.open import open_header
+    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
+
+    if options.context < 0:
+        raise UsageError("--context must be >= 0")
+    header, label, _ = open_header(os.fspath(src))
+    with header:
+        tset = load_templateset(header)
+        tset.path = label
+        up = resolve_upstream(tset, source or UpstreamSource())
+        return diff_templateset(
+            tset,
+            up.config,
+            how_found=up.how,
+            ignore_whitespace=options.ignore_whitespace,
+            behaviour=options.behaviour,
+            context=options.context,
+        )
+
+
 def diff_templateset(
     tset: Any,
     upstream: UpstreamConfig,
@@ -467,9 +508,11 @@ def diff_templateset(
     how_found: str = "",
     ignore_whitespace: bool = False,
     behaviour: bool = True,
+    context: int = 3,
 ) -> DiffResult:
+    """Compare an already-read template set with ``upstream``."""
     gguf_texts = {name: t.text for name, t in tset.templates.items()}
-    templates = compare_templates(gguf_texts, upstream)
+    templates = compare_templates(gguf_texts, upstream, context=context)
     compared, tokens = compare_special_tokens(tset, upstream)
     beh: list[BehaviourDiff] = []
     if behaviour and (gguf_texts or upstream.templates):

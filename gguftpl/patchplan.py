@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 ADD, REPLACE, KEEP, REMOVE = "add", "replace", "keep", "remove"
 
 PROVENANCE_PREFIX = "gguftpl.patch."
-"""The keys a patch records about itself (``gguftpl.provenance``)."""
+"""The keys a patch records about itself (listed above)."""
 
 
 @dataclass(frozen=True)
@@ -135,15 +135,15 @@ def check_template_syntax(name: str, text: str) -> None:
 def plan_patch(src: str | os.PathLike[str], set_templates: Mapping[str, str], remove: Sequence[str] = ()) -> PatchPlan:
     """Set ``set_templates`` (name -> text) and remove the ``remove`` names; a name set to the text the
     file already has is a ``keep`` item."""
+    with read_header(src) as header:
+        ts = load_templateset(header)
+        has_list_key = LIST_KEY in header.kv
     remove = list(dict.fromkeys(remove))
     for name in list(set_templates) + remove:
         validate_name(name)
     both = [n for n in set_templates if n in remove]
     if both:
         raise PatchError(f"cannot both set and remove {', '.join(both)}")
-    with read_header(src) as header:
-        ts = load_templateset(header)
-        has_list_key = LIST_KEY in header.kv
     items: list[PlanItem] = []
     set_kv: dict[str, Any] = {}
     remove_keys: list[str] = []

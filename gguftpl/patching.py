@@ -15,12 +15,12 @@ import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import ProgressFn, RewriteProof, rewrite
-from gguftpl.patchplan import REMOVE, PatchPlan, plan_from_files, plan_from_upstream
+from gguftpl.patchplan import PROVENANCE_PREFIX, REMOVE, PatchPlan, plan_from_files, plan_from_upstream
 from gguftpl.templates.templateset import load_templateset
 
 if TYPE_CHECKING:
@@ -157,9 +157,11 @@ def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:
             or (it.new_text is not None and it.name in after.templates and after.templates[it.name].text == it.new_text)
             for it in plan.items
         )
-        keys_ok = all(header.get(k) == v for k, v in plan.extra_kv.items()) and not any(
-            k in header.kv for k in plan.remove_keys
-        )
+        # every other key is there; the provenance (strings) exactly: a float read back is not the one written
+        keys_ok = all(
+            k in header.kv and (not k.startswith(PROVENANCE_PREFIX) or header.get(k) == v)
+            for k, v in plan.extra_kv.items()
+        ) and not any(k in header.kv for k in plan.remove_keys)
     if not (items_ok and keys_ok):
         raise PatchError(f"read-back of {out} does not match the templates written")
     return {n: t.sha256 for n, t in after.templates.items()}
@@ -220,6 +222,7 @@ def patch_templates(
     remove: Sequence[str] = (),
     *,
     template_files: Mapping[str, str] | None = None,
+    extra_kv: Mapping[str, Any] | None = None,
     in_place: bool = False,
     force: bool = False,
     provenance: bool = True,
@@ -229,13 +232,19 @@ def patch_templates(
     """Write ``src`` with ``set_templates`` (name -> text) set and the ``remove`` names removed to ``out``
     (or over ``src`` with ``in_place``), recording provenance and auditing before and after.
 
-    ``template_files`` (name -> path) names the files the texts were read from, for the provenance.
+    ``template_files`` (name -> path) names the files the texts were read from, for the provenance;
+    ``extra_kv`` (key -> value or ``gguf.writer.Typed``) sets other metadata keys in the same rewrite.
     ``options`` gives every option at once (then leave ``in_place``, ``force`` and ``provenance`` alone)."""
     opts = _options(options, in_place=in_place, force=force, provenance=provenance)
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any work
     plan = plan_from_files(
-        src_s, set_templates or {}, remove, template_files=template_files, provenance=opts.provenance
+        src_s,
+        set_templates or {},
+        remove,
+        template_files=template_files,
+        provenance=opts.provenance,
+        extra_kv=extra_kv,
     )
     return run_patch(plan, out, opts, progress=progress)
 

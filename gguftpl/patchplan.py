@@ -84,7 +84,7 @@ class PatchPlan:
     set_kv: dict[str, Any]
     remove_keys: list[str]
     extra_kv: dict[str, Any] = field(default_factory=dict)
-    """The keys besides templates and their list (provenance); also in ``set_kv``."""
+    """The keys besides templates and their list (provenance, and any the caller adds); also in ``set_kv``."""
     upstream: UpstreamConfig | None = None
     """Where the new templates came from (``patch --from-hub/--from-catalog``); None when given directly."""
     how_found: str = ""
@@ -132,9 +132,14 @@ def check_template_syntax(name: str, text: str) -> None:
         raise TemplateError(f"template {name!r} does not parse: {exc.message} (line {exc.lineno})") from None
 
 
-def plan_patch(src: str | os.PathLike[str], set_templates: Mapping[str, str], remove: Sequence[str] = ()) -> PatchPlan:
+def plan_patch(
+    src: str | os.PathLike[str],
+    set_templates: Mapping[str, str],
+    remove: Sequence[str] = (),
+    extra_kv: Mapping[str, Any] | None = None,
+) -> PatchPlan:
     """Set ``set_templates`` (name -> text) and remove the ``remove`` names; a name set to the text the
-    file already has is a ``keep`` item."""
+    file already has is a ``keep`` item. ``extra_kv`` (key -> value or ``Typed``) is written too."""
     with read_header(src) as header:
         ts = load_templateset(header)
         has_list_key = LIST_KEY in header.kv
@@ -170,8 +175,10 @@ def plan_patch(src: str | os.PathLike[str], set_templates: Mapping[str, str], re
             set_kv[LIST_KEY] = Typed(ValueType.ARRAY, named_after, ValueType.STRING)
     elif has_list_key:
         remove_keys.append(LIST_KEY)
+    extra = dict(extra_kv or {})
+    set_kv.update(extra)
     previous = {k: v for k, v in ts.provenance.items() if k.startswith(PROVENANCE_PREFIX)}
-    return PatchPlan(os.fspath(src), items, set_kv, remove_keys, previous_provenance=previous)
+    return PatchPlan(os.fspath(src), items, set_kv, remove_keys, extra, previous_provenance=previous)
 
 
 def plan_from_files(
@@ -181,10 +188,12 @@ def plan_from_files(
     *,
     template_files: Mapping[str, str] | None = None,
     provenance: bool = True,
+    extra_kv: Mapping[str, Any] | None = None,
 ) -> PatchPlan:
     """``patch --template NAME=PATH / --remove NAME``: ``set_templates`` (name -> text) read from
-    ``template_files`` (name -> path, recorded in the provenance; None when the texts were given directly)."""
-    plan = plan_patch(src, set_templates, remove)
+    ``template_files`` (name -> path, recorded in the provenance; None when the texts were given directly).
+    ``extra_kv`` is written too."""
+    plan = plan_patch(src, set_templates, remove, extra_kv)
     plan = replace(plan, template_files=dict(template_files) if template_files is not None else None)
     return add_provenance(plan) if provenance else plan
 
@@ -224,8 +233,10 @@ def add_provenance(plan: PatchPlan) -> PatchPlan:
         return plan
     kv = provenance_kv(plan)
     # keys of an earlier patch that this one does not restate would claim a provenance the file lost
-    stale = [k for k in plan.previous_provenance if k not in kv and k not in plan.remove_keys]
-    return replace(plan, extra_kv=kv, set_kv={**plan.set_kv, **kv}, remove_keys=[*plan.remove_keys, *stale])
+    stale = [k for k in plan.previous_provenance if k not in kv and k not in plan.extra_kv]
+    return replace(
+        plan, extra_kv={**plan.extra_kv, **kv}, set_kv={**plan.set_kv, **kv}, remove_keys=[*plan.remove_keys, *stale]
+    )
 
 
 def provenance_kv(plan: PatchPlan) -> dict[str, Any]:

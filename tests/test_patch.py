@@ -352,3 +352,19 @@ def test_before_after_counts_every_finding(make_gguf):
     assert s.counts_after == {"error": 0, "warning": 2, "info": 1}
     assert [x.code for x in s.fixed] == ["GT201", "GT304", "GT101"]  # one GT304 of two is gone
     assert [x.code for x in s.introduced] == ["GT205", "GT101"]  # GT101 moved to another template
+
+
+def test_extra_keys_ride_along_with_provenance(make_gguf, tmp_path):
+    """Keys besides templates go in the same rewrite; a float reads back as float32, not as written, and
+    that is no read-back failure."""
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.writer import Typed
+    from gguftpl.patchplan import read_provenance
+
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    out = tmp_path / "o.gguf"
+    extra = {"llama.context_length": Typed(ValueType.UINT32, 8192), "x.scale": Typed(ValueType.FLOAT32, 0.1)}
+    r = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE}, extra_kv=extra)
+    h = read_header(out)
+    assert h.get("llama.context_length") == 8192 and abs(h.get("x.scale") - 0.1) < 1e-6
+    assert r.plan.extra_kv.keys() == extra.keys() | read_provenance(load_templateset(h)).keys()

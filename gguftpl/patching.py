@@ -1,202 +1,170 @@
-"""Put corrected chat templates into a GGUF: plan, rewrite (tensor bytes identical, atomic), prove.
+"""Put corrected chat templates into a GGUF: one pipeline for every source of templates.
 
-Templates are written in llama.cpp's layout: ``default`` in ``tokenizer.chat_template``, every other name in
-``tokenizer.chat_template.<name>``, and the sorted list of those names in ``tokenizer.chat_templates``.
+plan (``gguftpl.patchplan``: the templates and the ``gguftpl.patch.*`` provenance keys) -> audit the input
+-> write (``gguf.writer.rewrite``: tensor bytes identical and compared, atomic) -> prove (read the output
+back: every template and provenance key as planned) -> audit the output -> before/after.
 
-``PatchPlan`` is the one plan behind every ``patch``: templates given directly (``plan_patch``) or copied
-from upstream (``gguftpl.upstream.patchplan.plan_from_upstream``, which builds on ``plan_patch``).
+``patch_templates`` (templates given as text) and ``patch_from_upstream`` (a Hub repo or a catalog entry)
+are one call each from Python; the CLI plans, prints the plan, then calls ``run_patch`` with the same plan.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gguftpl.errors import PatchError, TemplateError
-from gguftpl.gguf.reader import ValueType, read_header
-from gguftpl.gguf.writer import ProgressFn, RewriteProof, Typed, rewrite
-from gguftpl.templates.templateset import LIST_KEY, ChatTemplate, load_templateset, sha256_text, template_key
+from gguftpl.errors import PatchError, UsageError
+from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.writer import ProgressFn, RewriteProof, rewrite
+from gguftpl.patchplan import PROVENANCE_PREFIX, REMOVE, PatchPlan, plan_from_files, plan_from_upstream
+from gguftpl.templates.templateset import load_templateset
 
 if TYPE_CHECKING:
-    from gguftpl.upstream.config import UpstreamConfig
-
-NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
-
-ADD, REPLACE, KEEP, REMOVE = "add", "replace", "keep", "remove"
+    from gguftpl.findings import Finding
+    from gguftpl.upstream.resolve import UpstreamSource
 
 
-@dataclass
-class PlanItem:
-    name: str
-    key: str
-    action: str
-    """add | replace | keep (the file has this text already) | remove"""
-    old: ChatTemplate | None
-    new_text: str | None
+@dataclass(frozen=True)
+class PatchOptions:
+    """How a plan is carried out (what it writes is the plan's business)."""
 
-    @property
-    def old_sha256(self) -> str | None:
-        return self.old.sha256 if self.old is not None else None
-
-    @property
-    def new_sha256(self) -> str | None:
-        return sha256_text(self.new_text) if self.new_text is not None else None
+    in_place: bool = False
+    """Replace the input itself (still through a temp file and a rename)."""
+    force: bool = False
+    """Overwrite an existing output file."""
+    provenance: bool = True
+    """Record the ``gguftpl.patch.*`` provenance keys (used when planning)."""
+    audit: bool = True
+    """Audit the input before and the output after, for the before/after."""
 
 
-@dataclass
-class PatchPlan:
-    """What a patch writes: the template items, and every key set or removed (templates, the name list,
-    ``extra_kv``)."""
+@dataclass(frozen=True)
+class AuditSummary:
+    """The audit before -> after, counting every finding (not only the tool-calling ones)."""
 
-    source: str
-    items: list[PlanItem]
-    set_kv: dict[str, Any]
-    remove_keys: list[str]
-    extra_kv: dict[str, Any] = field(default_factory=dict)
-    """The keys besides templates and their list (provenance); also in ``set_kv``."""
-    upstream: UpstreamConfig | None = None
-    """Where the new templates came from (``patch --from-hub/--from-catalog``); None when given directly."""
-
-    @property
-    def changes(self) -> list[PlanItem]:
-        return [i for i in self.items if i.action != KEEP]
+    counts_before: dict[str, int]
+    """severity -> number of findings before the patch (every severity, zeros included)."""
+    counts_after: dict[str, int]
+    fixed: tuple[Finding, ...]
+    """Findings before that are gone after (matched by code, template and key; each one counted)."""
+    introduced: tuple[Finding, ...]
+    """Findings after that were not there before."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PatchResult:
+    """What one patch did: the plan, where it wrote, the proof, and the audit before and after."""
+
     plan: PatchPlan
-    output: str
-    proof: RewriteProof
-    readback_ok: bool
-    """Every template read back from the output equals what was asked, and removed ones are gone."""
+    output: str | None
+    """The file written; None when nothing was (the upstream already agrees with the file)."""
+    proof: RewriteProof | None
+    """Tensor data and tensor infos compared byte for byte with the source (None when nothing was written)."""
+    readback_ok: bool = False
+    """Every template and provenance key read back from the output is as planned, removed ones are gone."""
     readback: dict[str, str] = field(default_factory=dict)
     """name -> sha256 of the templates in the output."""
+    before: tuple[Finding, ...] | None = None
+    """Every finding of the input's audit; None when not audited."""
+    after: tuple[Finding, ...] | None = None
+    """Every finding of the output's audit; None when not audited."""
+    summary: AuditSummary | None = None
+    """The before/after as counts, fixed and introduced findings; None when not audited."""
+
+    @property
+    def written(self) -> bool:
+        return self.output is not None
 
 
-def validate_name(name: str) -> str:
-    if name != "default" and not NAME_RE.match(name):
-        raise PatchError(f"template name {name!r} must be 'default' or letters, digits and underscores")
-    return name
+def summarize(before: Sequence[Finding], after: Sequence[Finding]) -> AuditSummary:
+    """Counts per severity of every finding, and which were fixed or introduced (a finding is the same one
+    after when its code, template and key are; two alike count twice)."""
+
+    def counts(fs: Sequence[Finding]) -> dict[str, int]:
+        by = {s: 0 for s in ("error", "warning", "info")}
+        for f in fs:
+            by[f.severity.value] = by.get(f.severity.value, 0) + 1
+        return by
+
+    def unmatched(these: Sequence[Finding], others: Sequence[Finding]) -> tuple[Finding, ...]:
+        left = Counter(_identity(f) for f in others)
+        out = []
+        for f in these:
+            if left[_identity(f)] > 0:
+                left[_identity(f)] -= 1
+            else:
+                out.append(f)
+        return tuple(out)
+
+    return AuditSummary(counts(before), counts(after), unmatched(before, after), unmatched(after, before))
 
 
-def check_template_syntax(name: str, text: str) -> None:
-    """Refuse to write a template that jinja2 cannot even parse (line number in the message)."""
-    import jinja2
-    from jinja2.ext import Extension, loopcontrols
-
-    class _Generation(Extension):
-        # transformers' {% generation %} block tag: parse it, render its body
-        tags = {"generation"}
-
-        def parse(self, parser: Any) -> Any:
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.Scope(body, lineno=lineno)
-
-    env = jinja2.Environment(extensions=[loopcontrols, _Generation])
-    try:
-        env.parse(text)
-    except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(f"template {name!r} does not parse: {exc.message} (line {exc.lineno})") from None
+def _identity(f: Finding) -> tuple[str, str | None, str | None]:
+    # the file name differs between input and output, and messages may quote it: not part of the identity
+    return f.code, f.template, f.location.key
 
 
-def plan_patch(
-    src: str | os.PathLike[str],
-    set_templates: Mapping[str, str],
-    remove: Sequence[str] = (),
-    extra_kv: Mapping[str, Any] | None = None,
-) -> PatchPlan:
-    """Set ``set_templates`` (name -> text) and remove the ``remove`` names; a name set to the text the
-    file already has is a ``keep`` item. ``extra_kv`` is written too."""
-    header = read_header(src)
-    ts = load_templateset(header)
-    remove = list(dict.fromkeys(remove))
-    for name in list(set_templates) + remove:
-        validate_name(name)
-    both = [n for n in set_templates if n in remove]
-    if both:
-        raise PatchError(f"cannot both set and remove {', '.join(both)}")
-    items: list[PlanItem] = []
-    set_kv: dict[str, Any] = {}
-    remove_keys: list[str] = []
-    for name, text in set_templates.items():
-        if not isinstance(text, str) or not text.strip():
-            raise PatchError(f"template {name!r} is empty")
-        old = ts.templates.get(name)
-        action = ADD if old is None else (KEEP if old.text == text else REPLACE)
-        items.append(PlanItem(name, template_key(name), action, old, text))
-        if action != KEEP:
-            check_template_syntax(name, text)
-            set_kv[template_key(name)] = text
-    for name in remove:
-        old = ts.templates.get(name)
-        if old is None:
-            raise PatchError(f"{src} has no template named {name!r} to remove")
-        items.append(PlanItem(name, old.key, REMOVE, old, None))
-        remove_keys.append(old.key)
-    named_after = sorted(
-        {n for n in ts.templates if n != "default" and n not in remove} | {n for n in set_templates if n != "default"}
-    )
-    if named_after:
-        if ts.listed_names != named_after:
-            set_kv[LIST_KEY] = Typed(ValueType.ARRAY, named_after, ValueType.STRING)
-    elif LIST_KEY in header.kv:
-        remove_keys.append(LIST_KEY)
-    extra = dict(extra_kv or {})
-    set_kv.update(extra)
-    return PatchPlan(os.fspath(src), items, set_kv, remove_keys, extra)
+# ---------------------------------------------------------------------------------------------- the pipeline
 
 
-def patch_templates(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None,
-    set_templates: Mapping[str, str],
-    remove: Sequence[str] = (),
-    *,
-    in_place: bool = False,
-    force: bool = False,
-    extra_kv: Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
-    plan: PatchPlan | None = None,
-) -> PatchResult:
-    """Write ``src`` with templates set/removed to ``out`` (or over ``src`` with ``in_place``)."""
-    src_s = os.fspath(src)
-    resolve_output(src_s, out, in_place=in_place, force=force)  # refuse unsafe outputs before any work
-    plan = plan or plan_patch(src_s, set_templates, remove, extra_kv)
-    return apply_plan(plan, out, in_place=in_place, force=force, progress=progress)
-
-
-def apply_plan(
+def run_patch(
     plan: PatchPlan,
     out: str | os.PathLike[str] | None,
+    options: PatchOptions = PatchOptions(),
     *,
-    in_place: bool = False,
-    force: bool = False,
     progress: ProgressFn | None = None,
 ) -> PatchResult:
-    """Write ``plan.source`` with the plan applied to ``out`` (or over the source with ``in_place``), then
-    read the output back and check every template item."""
-    src_s = plan.source
-    out_s = resolve_output(src_s, out, in_place=in_place, force=force)
+    """Carry out ``plan``: write ``plan.path`` with it to ``out`` (or over the input with ``in_place``), prove
+    the output, and audit before and after. A plan from upstream that changes no template writes nothing."""
+    out_s = resolve_output(plan.path, out, in_place=options.in_place, force=options.force)
+    if plan.upstream is not None and not plan.changes:
+        return PatchResult(plan, None, None)  # upstream agrees with the file: not an error
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
-    _check_space(src_s, out_s)
+    _check_space(plan.path, out_s)
+    before = _audit(plan.path) if options.audit else None
     proof = rewrite(
-        src_s, out_s, set_kv=plan.set_kv, remove=plan.remove_keys, overwrite=in_place or force, progress=progress
+        plan.path,
+        out_s,
+        set_kv=plan.set_kv,
+        remove=plan.remove_keys,
+        overwrite=options.in_place or options.force,
+        progress=progress,
     )
-    after = load_templateset(read_header(out_s))
-    ok = all(
-        (it.action == REMOVE and it.name not in after.templates)
-        or (it.new_text is not None and it.name in after.templates and after.templates[it.name].text == it.new_text)
-        for it in plan.items
-    )
-    if not ok:
-        raise PatchError(f"read-back of {out_s} does not match the templates written")
-    return PatchResult(plan, out_s, proof, ok, {n: t.sha256 for n, t in after.templates.items()})
+    readback = _read_back(plan, out_s)
+    after = _audit(out_s) if options.audit else None
+    summary = summarize(before, after) if before is not None and after is not None else None
+    return PatchResult(plan, out_s, proof, True, readback, before, after, summary)
+
+
+def _audit(path: str) -> tuple[Finding, ...]:
+    from gguftpl.audit import audit_file
+
+    return tuple(audit_file(path).findings)
+
+
+def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:
+    """name -> sha256 of the output's templates, after checking every template item and every other key
+    set or removed (the provenance) is in the output as planned."""
+    with read_header(out) as header:
+        after = load_templateset(header)
+        items_ok = all(
+            (it.action == REMOVE and it.name not in after.templates)
+            or (it.new_text is not None and it.name in after.templates and after.templates[it.name].text == it.new_text)
+            for it in plan.items
+        )
+        # every other key is there; the provenance (strings) exactly: a float read back is not the one written
+        keys_ok = all(
+            k in header.kv and (not k.startswith(PROVENANCE_PREFIX) or header.get(k) == v)
+            for k, v in plan.extra_kv.items()
+        ) and not any(k in header.kv for k in plan.remove_keys)
+    if not (items_ok and keys_ok):
+        raise PatchError(f"read-back of {out} does not match the templates written")
+    return {n: t.sha256 for n, t in after.templates.items()}
 
 
 def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bool = False, force: bool = False) -> str:
@@ -242,3 +210,102 @@ def _check_space(src: str, out: str) -> None:
         return
     if free < need:
         raise PatchError(f"not enough space in {folder}: need {need} bytes, {free} free")
+
+
+# ---------------------------------------------------------------------------------------------- one call each
+
+
+def patch_templates(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None,
+    set_templates: Mapping[str, str] | None = None,
+    remove: Sequence[str] = (),
+    *,
+    template_files: Mapping[str, str] | None = None,
+    extra_kv: Mapping[str, Any] | None = None,
+    in_place: bool = False,
+    force: bool = False,
+    provenance: bool = True,
+    options: PatchOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> PatchResult:
+    """Write ``src`` with ``set_templates`` (name -> text) set and the ``remove`` names removed to ``out``
+    (or over ``src`` with ``in_place``), recording provenance and auditing before and after.
+
+    ``template_files`` (name -> path) names the files the texts were read from, for the provenance;
+    ``extra_kv`` (key -> value or ``gguf.writer.Typed``) sets other metadata keys in the same rewrite.
+    ``options`` gives every option at once (then leave ``in_place``, ``force`` and ``provenance`` alone)."""
+    opts = _options(options, in_place=in_place, force=force, provenance=provenance)
+    src_s = os.fspath(src)
+    resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any work
+    plan = plan_from_files(
+        src_s,
+        set_templates or {},
+        remove,
+        template_files=template_files,
+        provenance=opts.provenance,
+        extra_kv=extra_kv,
+    )
+    return run_patch(plan, out, opts, progress=progress)
+
+
+def patch_from_upstream(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    repo: str | None = None,
+    revision: str | None = None,
+    catalog: str | None = None,
+    only: Sequence[str] | None = None,
+    in_place: bool = False,
+    provenance: bool = True,
+    options: PatchOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> PatchResult:
+    """Copy the chat templates of an upstream repo into ``src``, written to ``out`` (or over ``src`` with
+    ``in_place``): from ``repo`` (``ORG/NAME[@REV]`` on the Hub, at ``revision``) or ``catalog`` (a bundled
+    catalog entry ``ORG/NAME``, or ``"auto"`` for the one matching the GGUF). Every upstream template is
+    written (or the ``only`` ones); the file's other templates are kept. A Hub that cannot be reached falls
+    back to the catalog, saying so in ``result.plan.warnings``.
+
+    ``options`` gives every option at once (then leave ``in_place`` and ``provenance`` alone). For
+    ``--remove`` or no catalog fallback, plan with ``plan_upstream_patch`` and carry it out with ``run_patch``."""
+    from gguftpl.upstream.resolve import UpstreamSource
+
+    opts = _options(options, in_place=in_place, provenance=provenance)
+    if not (repo or catalog):
+        raise UsageError("name the upstream: repo='ORG/NAME' (the Hub) or catalog='ORG/NAME' (or 'auto')")
+    if revision and not repo:
+        raise UsageError("revision goes with repo")
+    source = UpstreamSource(repo=repo, revision=revision, catalog=catalog, labels=("repo", "folder", "catalog"))
+    src_s = os.fspath(src)
+    resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any request
+    plan = plan_upstream_patch(src_s, source, only=only, provenance=opts.provenance)
+    return run_patch(plan, out, opts, progress=progress)
+
+
+def _options(options: PatchOptions | None, **flags: bool) -> PatchOptions:
+    if options is None:
+        return PatchOptions(**flags)
+    defaults = PatchOptions()
+    changed = [k for k, v in flags.items() if v != getattr(defaults, k)]
+    if changed:
+        raise UsageError(f"give {', '.join(changed)} inside options, not beside it")
+    return options
+
+
+def plan_upstream_patch(
+    src: str,
+    source: UpstreamSource,
+    *,
+    only: Sequence[str] | None = None,
+    remove: Sequence[str] = (),
+    provenance: bool = True,
+) -> PatchPlan:
+    """Resolve ``source`` for the GGUF ``src`` and plan copying its templates (see ``plan_from_upstream``)."""
+    from gguftpl.upstream.resolve import resolve_upstream
+
+    with read_header(src) as header:
+        tset = load_templateset(header)
+    up = resolve_upstream(tset, source)
+    return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)

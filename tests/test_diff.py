@@ -288,3 +288,32 @@ def test_real_smollm2_against_an_upstream_with_tool_use(corpus_file, tmp_path) -
     assert [t.name for t in res.lost_templates] == ["tool_use"]
     tools = next(b for b in res.behaviour if b.probe == "tools")
     assert tools.tools_in_prompt == {"gguf": False, "upstream": True}
+
+
+def test_diff_is_a_library_call(samples_dir, capsys) -> None:
+    """diff from Python: one call returns a typed, frozen DiffResult; the CLI prints the library's text."""
+    import dataclasses
+
+    import gguftpl
+    from gguftpl.upstream.difftext import diff_data, diff_text
+    from gguftpl.upstream.resolve import UpstreamSource
+
+    sample = samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf"
+    res = gguftpl.diff(sample, UpstreamSource(catalog=HERMES), gguftpl.DiffOptions(behaviour=False, context=0))
+    assert isinstance(res, gguftpl.DiffResult) and not res.identical
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.file = "x"  # type: ignore[misc]
+    assert [t.name for t in res.lost_templates] == ["tool_use"] and res.behaviour == []
+    changed = next(t for t in res.templates if t.name == "default")
+    assert changed.status == "changed" and changed.unified_diff.startswith("--- gguf:default")
+    # -U 0: no context lines, only the changed ones
+    body = [ln for ln in changed.unified_diff.splitlines()[2:] if not ln.startswith("@@")]
+    assert body and all(ln[0] in "+-\\" for ln in body)
+    assert res.how_found == "bundled catalog" and any("PROXY" in w for w in res.upstream.warnings)
+    assert capsys.readouterr() == ("", "")
+    assert {f["code"] for f in diff_data(res)["findings"]} >= {"GT501"}
+    out = cli(["diff", str(sample), "--catalog", HERMES, "--no-behaviour", "-U", "0"])
+    assert out.exit_code == 1 and out.stdout == diff_text(res)
+    # discovered when no source is named: the sample's name matches a catalog entry
+    found = gguftpl.diff(sample, options=gguftpl.DiffOptions(behaviour=False))
+    assert found.upstream.repo_id == HERMES

@@ -106,3 +106,43 @@ def test_patch_cli_prints_plan_and_proof(tmp_path):
         "--dry-run",
     )
     assert dry.returncode == 0 and not (tmp_path / "d.gguf").exists()
+
+
+def test_patch_template_prints_before_after_and_writes_provenance(tmp_path):
+    """`gguftpl patch FILE --template tool_use=T -o OUT` goes through the same pipeline as --from-hub: the
+    audit before -> after, and gguftpl.patch.* provenance naming the template file."""
+    import hashlib
+
+    tpl = SAMPLES.parent / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
+    src = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
+    out = tmp_path / "o.gguf"
+    r = run("patch", str(src), "--template", f"tool_use={tpl}", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "tool-calling findings (audit before -> after):" in r.stdout
+    before, after = r.stdout.split("  before: ", 1)[1].split("  after:  ", 1)
+    assert "GT201 error   default" in before.split("\n  after")[0] and "GT201" not in after.split("all findings")[0]
+    assert "all findings (audit before -> after): 1 error -> " in r.stdout
+    assert "  fixed:      1 error\n    GT201 error   default" in r.stdout
+    assert "  set       gguftpl.patch.source = file\n" in r.stdout  # the plan shows the provenance it writes
+    prov = json.loads(run("inspect", "--format", "json", str(out)).stdout)["files"][0]["provenance"]
+    sha = hashlib.sha256(tpl.read_bytes()).hexdigest()
+    assert prov["gguftpl.patch.source"] == "file" and prov["gguftpl.patch.templates"] == "tool_use"
+    assert prov["gguftpl.patch.template.tool_use.source"] == str(tpl)
+    assert prov["gguftpl.patch.template.tool_use.sha256"] == sha
+    assert "gguftpl.patch.source_repo" not in prov and "gguftpl.patch.revision" not in prov
+
+    # --no-provenance and --no-audit work on this path too
+    bare = tmp_path / "bare.gguf"
+    r = run("patch", str(src), "--template", f"tool_use={tpl}", "-o", str(bare), "--no-provenance", "--no-audit")
+    assert r.returncode == 0, r.stderr
+    assert "audit before" not in r.stdout and "gguftpl.patch." not in r.stdout
+    bare_prov = json.loads(run("inspect", "--format", "json", str(bare)).stdout)["files"][0]["provenance"]
+    assert not [k for k in bare_prov if k.startswith("gguftpl.patch.")]
+
+    # patching the patched file from another file restates provenance: no key of the first patch survives
+    again = tmp_path / "again.gguf"
+    r = run("patch", str(out), "--remove", "tool_use", "-o", str(again))
+    assert r.returncode == 0, r.stderr
+    prov2 = json.loads(run("inspect", "--format", "json", str(again)).stdout)["files"][0]["provenance"]
+    assert prov2["gguftpl.patch.removed"] == "tool_use" and prov2["gguftpl.patch.source"] == "file"
+    assert not any(".tool_use." in k for k in prov2)

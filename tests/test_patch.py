@@ -275,8 +275,8 @@ def test_plan_and_its_text_for_templates_given_directly(make_gguf, tmp_path):
     and the keys besides templates (here the name list)."""
     import hashlib
 
-    from gguftpl.cli.patch_cmd import plan_text
-    from gguftpl.patching import plan_patch
+    from gguftpl.patchplan import plan_patch
+    from gguftpl.patchtext import plan_text
 
     src = make_gguf("m.gguf", templates={"default": CHATML, "rag": "{{ documents }}"})
     plan = plan_patch(src, {"default": CHATML, "tool_use": HERMES_TOOL_USE}, ["rag", "rag"])
@@ -298,3 +298,73 @@ def test_plan_and_its_text_for_templates_given_directly(make_gguf, tmp_path):
     assert f"... {n_tool + 3 - 10} more diff lines" in text  # 3 header lines, then one '+' line per line
     assert text[text.index("--- gguf:rag") + 1] == "+++ /dev/null"
     assert text[-2:] == ["other keys:", "  set       tokenizer.chat_templates = ['tool_use']"]
+
+
+# --------------------------------------------------------------------------------------- one pipeline
+
+
+def test_patch_templates_is_one_call_with_provenance_and_before_after(tmp_path, samples_dir):
+    """From Python, templates given as text go through the same pipeline as upstream ones: provenance
+    (source "file" with the paths when they are named, "text" otherwise) and the audit before and after."""
+    import dataclasses
+
+    from gguftpl.patchplan import read_provenance
+
+    src = samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf"
+    out = tmp_path / "o.gguf"
+    result = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE}, template_files={"tool_use": "t.jinja"})
+    assert result.written and result.readback_ok
+    assert "GT201" in {f.code for f in result.before} and "GT201" not in {f.code for f in result.after}
+    assert "GT201" in {f.code for f in result.summary.fixed}
+    prov = read_provenance(load_templateset(read_header(out)))
+    assert prov["gguftpl.patch.source"] == "file" and prov["gguftpl.patch.template.tool_use.source"] == "t.jinja"
+    assert result.plan.extra_kv == prov
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.plan.path = "x"  # type: ignore[misc]
+
+    text_only = patch_templates(src, tmp_path / "t.gguf", {"tool_use": HERMES_TOOL_USE}, provenance=False)
+    assert text_only.plan.extra_kv == {} and read_provenance(load_templateset(read_header(tmp_path / "t.gguf"))) == {}
+    from gguftpl.patching import PatchOptions
+
+    quiet = patch_templates(src, tmp_path / "q.gguf", {"tool_use": HERMES_TOOL_USE}, options=PatchOptions(audit=False))
+    assert quiet.before is None and quiet.summary is None
+    assert read_provenance(load_templateset(read_header(tmp_path / "q.gguf")))["gguftpl.patch.source"] == "text"
+
+
+def test_before_after_counts_every_finding(make_gguf):
+    """Two findings alike are two findings: fixed and introduced are matched one for one, and the counts
+    per severity cover every finding, whatever its code."""
+    from gguftpl.findings import Finding, Location, Severity
+    from gguftpl.patching import summarize
+
+    def f(code: str, sev: Severity, template: str | None = "default", file: str = "a.gguf") -> Finding:
+        return Finding(code, code.lower(), sev, f"in {file}", Location(file, key="k"), template)
+
+    before = [
+        f("GT201", Severity.ERROR),
+        f("GT304", Severity.WARNING),
+        f("GT304", Severity.WARNING),
+        f("GT101", Severity.INFO),
+    ]
+    after = [f("GT304", Severity.WARNING, file="b.gguf"), f("GT205", Severity.WARNING), f("GT101", Severity.INFO, None)]
+    s = summarize(before, after)
+    assert s.counts_before == {"error": 1, "warning": 2, "info": 1}
+    assert s.counts_after == {"error": 0, "warning": 2, "info": 1}
+    assert [x.code for x in s.fixed] == ["GT201", "GT304", "GT101"]  # one GT304 of two is gone
+    assert [x.code for x in s.introduced] == ["GT205", "GT101"]  # GT101 moved to another template
+
+
+def test_extra_keys_ride_along_with_provenance(make_gguf, tmp_path):
+    """Keys besides templates go in the same rewrite; a float reads back as float32, not as written, and
+    that is no read-back failure."""
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.writer import Typed
+    from gguftpl.patchplan import read_provenance
+
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    out = tmp_path / "o.gguf"
+    extra = {"llama.context_length": Typed(ValueType.UINT32, 8192), "x.scale": Typed(ValueType.FLOAT32, 0.1)}
+    r = patch_templates(src, out, {"tool_use": HERMES_TOOL_USE}, extra_kv=extra)
+    h = read_header(out)
+    assert h.get("llama.context_length") == 8192 and abs(h.get("x.scale") - 0.1) < 1e-6
+    assert r.plan.extra_kv.keys() == extra.keys() | read_provenance(load_templateset(h)).keys()

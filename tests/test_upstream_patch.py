@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from gguftpl.audit import audit_file
 from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
+from gguftpl.patchplan import read_provenance
 from gguftpl.templates.templateset import load_templateset
 from gguftpl.upstream.catalog import load_catalog
-from gguftpl.upstream.patchplan import read_provenance
 from tests.conftest import CHATML
 from tests.hubserver import HubServer, tokenizer_config
 
@@ -263,12 +263,11 @@ def test_upstream_that_agrees_writes_nothing(samples_dir: Path, tmp_path: Path) 
 
 
 def test_plan_from_upstream_is_the_patching_plan(make_gguf, tmp_path: Path) -> None:
-    """One plan type: the upstream plan is ``patching.PatchPlan`` with provenance in ``extra_kv``, and the
+    """One plan type: the upstream plan is ``patchplan.PatchPlan`` with provenance in ``extra_kv``, and the
     one formatter prints its source, provenance and the keys of an earlier patch it removes."""
-    from gguftpl.cli.patch_cmd import plan_text
-    from gguftpl.patching import PatchPlan
+    from gguftpl.patchplan import PatchPlan, plan_from_upstream
+    from gguftpl.patchtext import plan_text
     from gguftpl.upstream.catalog import catalog_upstream
-    from gguftpl.upstream.patchplan import plan_from_upstream
 
     stale = "gguftpl.patch.template.rag.sha256"
     src = make_gguf("m.gguf", templates={"default": CHATML}, extra_kv={stale: "0" * 64})
@@ -292,3 +291,128 @@ def test_plan_from_upstream_is_the_patching_plan(make_gguf, tmp_path: Path) -> N
     # without provenance: no extra keys, and the earlier patch's keys stay
     bare = plan_from_upstream(tset, up, only=["tool_use"], provenance=False)
     assert bare.extra_kv == {} and stale not in bare.remove_keys
+
+
+# --------------------------------------------------------------------------------------- from Python: one call
+
+
+def test_patch_from_upstream_repairs_the_sample_in_one_call(monkeypatch, tmp_path: Path, capsys) -> None:
+    """The issue's acceptance call, exactly: one call writes provenance and returns the before/after."""
+    import dataclasses
+
+    import gguftpl
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    out = tmp_path / "fixed.gguf"
+    result = gguftpl.patch_from_upstream(
+        "samples/hermes-2-pro-mistral-7b.chatml.gguf", out, catalog="NousResearch/Hermes-2-Pro-Mistral-7B"
+    )
+    assert isinstance(result, gguftpl.PatchResult)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.output = "elsewhere"  # type: ignore[misc]
+    assert result.before is not None and result.after is not None and result.summary is not None
+    assert "GT201" in {f.code for f in result.before}
+    assert "GT201" not in {f.code for f in result.after}
+    assert "GT201" in {f.code for f in result.summary.fixed}
+    # every summary counts every finding, not only the tool-calling ones
+    for counts, found in ((result.summary.counts_before, result.before), (result.summary.counts_after, result.after)):
+        assert sum(counts.values()) == len(found)
+        assert counts == {s: sum(f.severity.value == s for f in found) for s in ("error", "warning", "info")}
+    assert len(result.before) - len(result.summary.fixed) == len(result.after) - len(result.summary.introduced)
+    # the byte proof, the read-back and the provenance
+    assert result.output == str(out) and result.proof is not None
+    assert result.proof.data_identical and result.proof.tensor_infos_identical and result.readback_ok
+    assert data_digest(out) == data_digest(Path("samples/hermes-2-pro-mistral-7b.chatml.gguf"))
+    prov = read_provenance(load_templateset(read_header(out)))
+    assert prov["gguftpl.patch.source"] == "catalog" and prov["gguftpl.patch.source_repo"] == HERMES
+    assert [(i.name, i.action) for i in result.plan.items] == [("default", "replace"), ("tool_use", "add")]
+    assert result.plan.how_found == "bundled catalog"
+    # the library says nothing: what the user should hear is data
+    assert capsys.readouterr() == ("", "")
+    assert any("PROXY" in w for w in result.plan.warnings)
+
+
+def test_patch_from_upstream_refuses_before_any_work(samples_dir: Path, tmp_path: Path) -> None:
+    import gguftpl
+    from gguftpl.errors import PatchError, UsageError
+
+    src = samples_dir / SAMPLE
+    with pytest.raises(UsageError, match="repo and catalog cannot be used together"):
+        gguftpl.patch_from_upstream(src, tmp_path / "o.gguf", repo=HERMES, catalog=HERMES)
+    with pytest.raises(UsageError, match="name the upstream"):
+        gguftpl.patch_from_upstream(src, tmp_path / "o.gguf")
+    with pytest.raises(PatchError, match="give -o OUT"):
+        gguftpl.patch_from_upstream(src, catalog=HERMES)
+    # an unsafe output is refused before the Hub is asked (HF_ENDPOINT points at the discard port)
+    (tmp_path / "exists.gguf").write_bytes(b"keep")
+    with pytest.raises(PatchError, match="--force"):
+        gguftpl.patch_from_upstream(src, tmp_path / "exists.gguf", repo="org/never-fetched")
+    with pytest.raises(UsageError, match="inside options"):
+        gguftpl.patch_from_upstream(src, options=gguftpl.PatchOptions(), in_place=True, catalog=HERMES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exists.gguf"]
+
+
+def test_patch_from_upstream_options_and_agreeing_upstream(samples_dir: Path, tmp_path: Path) -> None:
+    import gguftpl
+
+    src = samples_dir / SAMPLE
+    out = tmp_path / "o.gguf"
+    opts = gguftpl.PatchOptions(provenance=False, audit=False)
+    r = gguftpl.patch_from_upstream(src, out, catalog="auto", only=["tool_use"], options=opts)
+    assert r.written and r.before is None and r.after is None and r.summary is None
+    assert read_provenance(load_templateset(read_header(out))) == {}
+    assert [(i.name, i.action) for i in r.plan.items] == [("tool_use", "add")]
+    # upstream agrees with the file: nothing written, not an error
+    same = gguftpl.patch_from_upstream(
+        samples_dir / "hermes-2-pro-mistral-7b.upstream.gguf", tmp_path / "s.gguf", catalog=HERMES
+    )
+    assert not same.written and same.proof is None and not (tmp_path / "s.gguf").exists()
+
+
+def test_resolve_upstream_returns_its_warnings_as_data(samples_dir: Path, capsys) -> None:
+    from gguftpl.errors import UsageError
+    from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
+
+    tset = load_templateset(read_header(samples_dir / SAMPLE))
+    got = resolve_upstream(tset, UpstreamSource(catalog="auto"))
+    assert got.config.repo_id == HERMES and got.how == "bundled catalog (matched)"
+    assert got.warnings[0].startswith(f"catalog entry {HERMES} chosen by")
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(UsageError, match="--hub and --catalog cannot be used together"):
+        UpstreamSource(repo=HERMES, catalog=HERMES)
+
+
+def test_patch_cli_and_library_share_one_plan_text(samples_dir: Path, tmp_path: Path) -> None:
+    """The CLI prints the library's plan text and result text, nothing of its own making."""
+    import gguftpl
+    from gguftpl.patchtext import plan_text, result_text
+
+    src = samples_dir / SAMPLE
+    out = tmp_path / "lib.gguf"
+    r = gguftpl.patch_from_upstream(src, out, catalog=HERMES)
+    res = CliRunner().invoke(
+        main_group, ["patch", str(src), "--from-catalog", HERMES, "-o", str(tmp_path / "cli.gguf")]
+    )
+    assert res.exit_code == 0, res.output
+    assert res.stdout == f"{src}: bundled catalog\n" + plan_text(r.plan) + result_text(r).replace(
+        str(out), str(tmp_path / "cli.gguf")
+    )
+
+
+def test_patching_and_diffing_from_python_load_no_click(samples_dir: Path, tmp_path: Path) -> None:
+    code = f"""
+import sys, gguftpl
+from gguftpl.patchtext import plan_text, result_text
+from gguftpl.upstream.difftext import diff_text
+r = gguftpl.patch_from_upstream({str(samples_dir / SAMPLE)!r}, {str(tmp_path / "o.gguf")!r}, catalog={HERMES!r})
+plan_text(r.plan), result_text(r)
+source, options = gguftpl.UpstreamSource(catalog={HERMES!r}), gguftpl.DiffOptions(behaviour=False)
+d = gguftpl.diff({str(samples_dir / SAMPLE)!r}, source, options)
+diff_text(d)
+from gguftpl.inspect import inspect_file, inspect_text
+inspect_text(*inspect_file({str(tmp_path / "o.gguf")!r}))
+print(sorted(m for m in sys.modules if m == "click" or m.startswith("click.")))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -1,23 +1,24 @@
+"""``gguftpl patch FILE``: parse -> plan (templates from files, or from upstream) -> print the plan -> carry it
+out (``patching.run_patch``: write, prove, provenance, audit before and after) -> print what happened."""
+
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gguftpl.cli.patch_upstream import upstream_options
 from gguftpl.errors import UsageError
-from gguftpl.safeio import read_text_bounded
 
 if TYPE_CHECKING:
-    from gguftpl.patching import PatchPlan
+    from gguftpl.upstream.resolve import UpstreamSource
 
 
 def parse_template_args(values: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=PATH`` options as name -> path (each path checked and read later, by ``read_templates``)."""
     out: dict[str, str] = {}
     for v in values:
         name, sep, path = v.partition("=")
@@ -25,65 +26,15 @@ def parse_template_args(values: tuple[str, ...]) -> dict[str, str]:
             raise UsageError(f"--template takes NAME=PATH, got {v!r}")
         if name in out:  # which one was meant? the last silently won
             raise UsageError(f"--template {name}= given twice")
-        # a regular file of bounded size: a FIFO or /dev/zero would block or never end
-        out[name] = read_text_bounded(path, what="template file")
+        out[name] = path
     return out
 
 
-# a whole added template is a wall of '+' lines: the head is enough (`gguftpl render`/`diff` show it all)
-PLAN_DIFF_LINES = 40
+def read_templates(files: dict[str, str]) -> dict[str, str]:
+    from gguftpl.safeio import read_text_bounded
 
-
-def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
-    """The plan of any ``patch`` (templates from files or from upstream): one row per template, a unified
-    diff per change, and the other keys set or removed."""
-    from gguftpl.gguf.writer import Typed
-    from gguftpl.patching import KEEP, REMOVE
-
-    up = plan.upstream
-    lines = [f"plan for {plan.source}:" + (f" templates from {up.label} ({up.origin})" if up else "")]
-    key_width = max((len(it.key) for it in plan.items), default=0)
-    for it in plan.items:
-        old, new = (it.old_sha256 or "-")[:12], (it.new_sha256 or "-")[:12]
-        shas = f"{old} (identical)" if it.action == KEEP else f"{old} -> {new}"
-        lines.append(f"  {it.action:<9} {it.name:<12} {it.key:<{key_width}}  {shas}")
-    if not plan.changes:
-        lines.append("  no template changes: the file already has these templates")
-    for it in plan.changes:
-        new_label = f"upstream:{up.label}:{it.name}" if up else f"new:{it.name}"
-        diff = list(
-            difflib.unified_diff(
-                it.old.text.splitlines() if it.old else [],
-                (it.new_text or "").splitlines(),
-                f"gguf:{it.name}" if it.old else "/dev/null",
-                "/dev/null" if it.action == REMOVE else new_label,
-                lineterm="",
-            )
-        )
-        if max_diff_lines is not None and len(diff) > max_diff_lines:
-            diff[max_diff_lines:] = [f"... {len(diff) - max_diff_lines} more diff lines"]
-        lines += ["", *diff]
-    item_keys = {it.key for it in plan.items}
-    other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
-    other += [("remove", k, None) for k in plan.remove_keys if k not in item_keys]
-    if other:
-        lines += ["", "other keys:"]
-        lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
-    return "\n".join(lines) + "\n"
-
-
-def proof_text(result: Any) -> str:
-    p = result.proof
-    ident = "identical" if p.data_identical else "DIFFERENT"
-    return "\n".join(
-        [
-            f"wrote {result.output}",
-            f"  proof: tensor data {p.data_bytes:,} bytes ({p.copy_method}), compared byte for byte with the source: "
-            f"{ident}; tensor infos {'identical' if p.tensor_infos_identical else 'DIFFERENT'}",
-            f"  proof: templates read back from the output: {'as written' if result.readback_ok else 'MISMATCH'} "
-            + ", ".join(f"{n}={s[:12]}" for n, s in result.readback.items()),
-        ]
-    )
+    # a regular file of bounded size: a FIFO or /dev/zero would block or never end
+    return {name: read_text_bounded(path, what="template file") for name, path in files.items()}
 
 
 @contextmanager
@@ -103,6 +54,58 @@ def progress_bar(path: str) -> Iterator[Any]:
         yield update
 
 
+def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    opts = [
+        click.option(
+            "--from-hub",
+            "from_hub",
+            metavar="REPO[@REV]",
+            help="Copy the chat templates of this Hugging Face repo (llama.cpp's converter priority).",
+        ),
+        click.option("--revision", metavar="REV", help="Branch, tag or commit of --from-hub (default main)."),
+        click.option(
+            "--from-catalog",
+            "from_catalog",
+            is_flag=False,
+            flag_value="auto",
+            default=None,
+            metavar="[ID]",
+            help="Copy from the bundled catalog entry ID (without ID: the entry matching this GGUF).",
+        ),
+        click.option(
+            "--only", "only", multiple=True, metavar="NAME", help="Copy only these upstream templates (repeatable)."
+        ),
+        click.option(
+            "--no-fallback", is_flag=True, help="Never fall back to the bundled catalog when the Hub is unreachable."
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def upstream_source(
+    from_hub: str | None, revision: str | None, from_catalog: str | None, no_fallback: bool, templates: tuple[str, ...]
+) -> UpstreamSource | None:
+    """The upstream to copy from, or None for ``--template``/``--remove`` alone; refuses option combinations
+    that make no sense (before any work)."""
+    from gguftpl.upstream.resolve import UpstreamSource
+
+    if not (from_hub or from_catalog):
+        return None
+    if templates:
+        raise UsageError("--template cannot be combined with --from-hub/--from-catalog; patch twice instead")
+    if revision and not from_hub:
+        raise UsageError("--revision goes with --from-hub")
+    return UpstreamSource(
+        repo=from_hub,
+        revision=revision,
+        catalog=from_catalog,
+        fallback=not no_fallback,
+        labels=("--from-hub", "--upstream", "--from-catalog"),
+    )
+
+
 @click.command("patch")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
@@ -112,6 +115,8 @@ def progress_bar(path: str) -> Iterator[Any]:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
 @upstream_options
+@click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
+@click.option("--no-audit", is_flag=True, help="Skip the before/after audit.")
 def command(
     file: str,
     out: str | None,
@@ -120,53 +125,47 @@ def command(
     in_place: bool,
     force: bool,
     dry_run: bool,
-    **upstream: Any,
+    from_hub: str | None,
+    revision: str | None,
+    from_catalog: str | None,
+    only: tuple[str, ...],
+    no_fallback: bool,
+    no_provenance: bool,
+    no_audit: bool,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
-    With --from-hub REPO (or --from-catalog [ID]) the templates come from the upstream repo: the plan is
-    shown as a diff, provenance is recorded under gguftpl.patch.* and the output is re-audited.
+    Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
+    REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
+    gguftpl.patch.* and the output is re-audited: the findings before and after are shown.
     """
-    from gguftpl.patching import apply_plan, plan_patch, resolve_output
+    from gguftpl.patching import PatchOptions, plan_upstream_patch, resolve_output, run_patch
+    from gguftpl.patchplan import plan_from_files
+    from gguftpl.patchtext import plan_text, result_text
 
-    from_upstream = bool(upstream["from_hub"] or upstream["from_catalog"])
-    if from_upstream:
-        from gguftpl.cli.patch_upstream import check_upstream_args, format_before_after, plan_upstream, tool_audit
-
-        check_upstream_args(upstream["from_hub"], upstream["revision"], upstream["from_catalog"], templates)
-    else:
-        unused = [k for k in ("revision", "only") if upstream.get(k)]
+    options = PatchOptions(in_place=in_place, force=force, provenance=not no_provenance, audit=not no_audit)
+    source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates)
+    if source is None:
+        unused = [name for name, v in (("revision", revision), ("only", only)) if v]
         if unused:
             raise UsageError(f"--{unused[0]} goes with --from-hub/--from-catalog")
-        set_templates = parse_template_args(templates)
-        if not set_templates and not remove:
+        files = parse_template_args(templates)
+        texts = read_templates(files)
+        if not texts and not remove:
             raise UsageError("nothing to do: give --template NAME=PATH or --remove NAME")
     if not dry_run:
         resolve_output(file, out, in_place=in_place, force=force)  # refuse unsafe outputs before any work
-    if from_upstream:
-        plan = plan_upstream(
-            file,
-            from_hub=upstream["from_hub"],
-            revision=upstream["revision"],
-            from_catalog=upstream["from_catalog"],
-            only=upstream["only"],
-            remove=remove,
-            provenance=not upstream["no_provenance"],
-            fallback=not upstream["no_fallback"],
-        )
+    if source is not None:
+        plan = plan_upstream_patch(file, source, only=list(only) or None, remove=remove, provenance=options.provenance)
+        for w in plan.warnings:
+            click.echo(f"gguftpl: {w}", err=True)
+        click.echo(f"{file}: {plan.how_found}")
     else:
-        plan = plan_patch(file, set_templates, list(remove))
+        plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
     click.echo(plan_text(plan), nl=False)
     if dry_run:
         click.echo("dry run: nothing written")
         return
-    if from_upstream and not plan.changes:
-        click.echo("nothing written")  # upstream agrees with the file: not an error
-        return
-    # the tool-calling findings before and after are the headline of a patch from upstream
-    before = tool_audit(file) if from_upstream and not upstream["no_audit"] else None
     with progress_bar(file) as progress:
-        result = apply_plan(plan, out, in_place=in_place, force=force, progress=progress)
-    click.echo(proof_text(result))
-    if before is not None:
-        click.echo(format_before_after(before, tool_audit(result.output)))
+        result = run_patch(plan, out, options, progress=progress)
+    click.echo(result_text(result), nl=False)

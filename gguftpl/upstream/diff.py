@@ -5,7 +5,7 @@ Three views, each of which can fail independently:
 * templates, per name: only in the GGUF, only upstream (a ``tool_use`` lost in conversion is the headline
   case), identical, or changed (with a unified diff and both sha256s);
 * special tokens: bos/eos ids and texts, and every upstream added token's id, text and special/CONTROL
-  status in the GGUF vocabulary (structured comparison with deepdiff);
+  status in the GGUF vocabulary (``upstream.tokendiff``);
 * behaviour: the same probe conversations (plain, with tools, a tool round trip) rendered with the
   template a runtime would pick on each side — ``tool_use`` for a request with tools when it exists, as
   llama.cpp does — and whether the prompts are identical, and where they first differ.
@@ -19,11 +19,16 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.upstream.config import UpstreamConfig
+from gguftpl.upstream.tokendiff import TokenDifference, compare_special_tokens
+
+if TYPE_CHECKING:
+    from gguftpl.upstream.resolve import UpstreamSource
 
 IDENTICAL, CHANGED, GGUF_ONLY, UPSTREAM_ONLY, NOT_IN_SOURCE = (
     "identical",
@@ -32,7 +37,6 @@ IDENTICAL, CHANGED, GGUF_ONLY, UPSTREAM_ONLY, NOT_IN_SOURCE = (
     "upstream_only",
     "not_in_source",
 )
-CONTROL = 3
 
 
 def _sha(text: str) -> str:
@@ -75,29 +79,6 @@ class TemplateDiff:
 
 
 @dataclass
-class TokenDifference:
-    kind: str
-    """bos | eos | added_token | generation_eos"""
-    path: str
-    """Where, e.g. ``bos.id`` or ``added[32001].control``."""
-    gguf: Any
-    upstream: Any
-    message: str
-    severity: str = "difference"
-    """difference (counts) | note (expected converter behaviour, does not count)"""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "path": self.path,
-            "gguf": self.gguf,
-            "upstream": self.upstream,
-            "message": self.message,
-            "severity": self.severity,
-        }
-
-
-@dataclass
 class BehaviourDiff:
     probe: str
     """plain | tools | tool_round_trip"""
@@ -123,7 +104,17 @@ class BehaviourDiff:
         return dict(self.__dict__)
 
 
-@dataclass
+@dataclass(frozen=True)
+class DiffOptions:
+    ignore_whitespace: bool = False
+    """Templates that differ only in whitespace count as equal."""
+    behaviour: bool = True
+    """Render the probe conversations with both sides' templates and compare the prompts."""
+    context: int = 3
+    """Lines of context in each template's unified diff."""
+
+
+@dataclass(frozen=True)
 class DiffResult:
     file: str
     upstream: UpstreamConfig
@@ -251,114 +242,6 @@ def unified_diff(gguf_text: str, upstream_text: str, name: str, label: str, *, c
     return "".join(out)
 
 
-# ---------------------------------------------------------------------------------------------- tokens
-
-
-def compare_special_tokens(tset: Any, upstream: UpstreamConfig) -> tuple[bool, list[TokenDifference]]:
-    """(compared?, differences). Not compared when upstream has no token data (a catalog entry)."""
-    sp = upstream.special
-    if not (sp.added_tokens or sp.bos or sp.eos or sp.generation_eos_ids):
-        return False, []
-    from deepdiff import DeepDiff
-
-    has_vocab = bool(getattr(tset, "has_vocab", False))
-    gside: dict[str, Any] = {}
-    uside: dict[str, Any] = {}
-    for role, text in (("bos", sp.bos), ("eos", sp.eos)):
-        if text is None:
-            continue
-        tok = tset.special_tokens.get(role)
-        uid = sp.id_of(text)
-        gside[role] = {"id": tok.id if tok else None, "text": tok.text if tok else None}
-        uside[role] = {"id": uid if uid is not None else (tok.id if tok and tok.text == text else None), "text": text}
-    added_g: dict[int, Any] = {}
-    added_u: dict[int, Any] = {}
-    notes: list[TokenDifference] = []
-    if has_vocab:
-        for tid, tok in sorted(sp.added_tokens.items()):
-            text = tset.token_text(tid)
-            ttype = tset.token_type(tid)
-            added_u[tid] = {"text": tok["content"], "control": bool(tok.get("special"))}
-            added_g[tid] = {"text": text, "control": ttype == CONTROL if ttype is not None else None}
-            if not tok.get("special") and ttype == CONTROL:
-                # llama.cpp's converter marks <|...|>-looking added tokens CONTROL on purpose
-                added_g[tid]["control"] = False
-                notes.append(
-                    TokenDifference(
-                        "added_token",
-                        f"added[{tid}].control",
-                        True,
-                        False,
-                        f"token {tid} {tok['content']!r} is CONTROL in the GGUF but not special upstream "
-                        "(llama.cpp's converter does this for tokens that look special)",
-                        severity="note",
-                    )
-                )
-    gside["added"], uside["added"] = added_g, added_u
-    diffs: list[TokenDifference] = []
-    dd = DeepDiff(gside, uside, verbose_level=2)
-    for kind in ("values_changed", "type_changes"):
-        for path, change in dd.get(kind, {}).items():
-            p = _dd_path(path)
-            g, u = change.get("old_value"), change.get("new_value")
-            diffs.append(TokenDifference(_kind(p), p, g, u, _token_message(p, g, u)))
-    for kind, side in (("dictionary_item_added", "upstream"), ("dictionary_item_removed", "gguf")):
-        for path, value in dd.get(kind, {}).items():
-            p = _dd_path(path)
-            diffs.append(
-                TokenDifference(
-                    _kind(p),
-                    p,
-                    value if side == "gguf" else None,
-                    value if side == "upstream" else None,
-                    f"{p} only in the {side}",
-                )
-            )
-    if sp.generation_eos_ids:
-        stops = {t.id for r, t in tset.special_tokens.items() if r in ("eos", "eot", "eom")}
-        if stops and not stops & set(sp.generation_eos_ids):
-            diffs.append(
-                TokenDifference(
-                    "generation_eos",
-                    "generation_config.eos_token_id",
-                    sorted(stops),
-                    sp.generation_eos_ids,
-                    f"none of the GGUF's end tokens {sorted(stops)} is among upstream's generation eos ids "
-                    f"{sp.generation_eos_ids}: generation may not stop at the end of a turn",
-                )
-            )
-    if not has_vocab and sp.added_tokens:
-        notes.append(
-            TokenDifference(
-                "added_token",
-                "added",
-                None,
-                len(sp.added_tokens),
-                "the GGUF has no vocabulary: added tokens not compared",
-                "note",
-            )
-        )
-    return True, diffs + notes
-
-
-def _dd_path(path: str) -> str:
-    # deepdiff paths look like root['added'][32001]['control']
-    parts = re.findall(r"\[('([^']*)'|(\d+))\]", path)
-    out = ""
-    for _, key, idx in parts:
-        if idx:
-            out += f"[{idx}]"
-        else:
-            out += ("." if out else "") + key
-    return out or path
-
-
-def _token_message(path: str, g: Any, u: Any) -> str:
-    if path.endswith(".control"):
-        return f"{path}: upstream says special={u}, the GGUF token type is {'CONTROL' if g else 'not CONTROL'}"
-    return f"{path}: GGUF {g!r}, upstream {u!r}"
-
-
 # ---------------------------------------------------------------------------------------------- behaviour
 
 
@@ -460,6 +343,33 @@ def _excerpt(text: str, i: int, before: int = 40, after: int = 80) -> str:
 # ---------------------------------------------------------------------------------------------- together
 
 
+def diff(
+    src: str | os.PathLike[str], source: UpstreamSource | None = None, options: DiffOptions = DiffOptions()
+) -> DiffResult:
+    """Compare the GGUF ``src`` (a local path, or ``hf://``/``https://`` URL: only its header is read) with
+    its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog."""
+    from gguftpl.errors import UsageError
+    from gguftpl.gguf.open import open_header
+    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
+
+    if options.context < 0:
+        raise UsageError("--context must be >= 0")
+    header, label, _ = open_header(os.fspath(src))
+    with header:
+        tset = load_templateset(header)
+        tset.path = label
+        up = resolve_upstream(tset, source or UpstreamSource())
+        return diff_templateset(
+            tset,
+            up.config,
+            how_found=up.how,
+            ignore_whitespace=options.ignore_whitespace,
+            behaviour=options.behaviour,
+            context=options.context,
+        )
+
+
 def diff_templateset(
     tset: Any,
     upstream: UpstreamConfig,
@@ -467,9 +377,11 @@ def diff_templateset(
     how_found: str = "",
     ignore_whitespace: bool = False,
     behaviour: bool = True,
+    context: int = 3,
 ) -> DiffResult:
+    """Compare an already-read template set with ``upstream``."""
     gguf_texts = {name: t.text for name, t in tset.templates.items()}
-    templates = compare_templates(gguf_texts, upstream)
+    templates = compare_templates(gguf_texts, upstream, context=context)
     compared, tokens = compare_special_tokens(tset, upstream)
     beh: list[BehaviourDiff] = []
     if behaviour and (gguf_texts or upstream.templates):
@@ -491,11 +403,6 @@ def diff_templateset(
         behaviour=beh,
         ignore_whitespace=ignore_whitespace,
     )
-
-
-def _kind(path: str) -> str:
-    head = path.split(".")[0].split("[")[0]
-    return "added_token" if head == "added" else head
 
 
 def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:

@@ -1,0 +1,114 @@
+"""A patch as text: the plan (one formatter for every source of templates), then what was written, its proof,
+and the audit before -> after. Plain strings; the CLI prints them."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gguftpl.gguf.writer import Typed
+from gguftpl.patchplan import KEEP, REMOVE, PatchPlan
+
+if TYPE_CHECKING:
+    from gguftpl.findings import Finding
+    from gguftpl.patching import AuditSummary, PatchResult
+
+# a whole added template is a wall of '+' lines: the head is enough (`gguftpl render`/`diff` show it all)
+PLAN_DIFF_LINES = 40
+
+# Tool-calling rules (GT2xx) are what a template patch is meant to fix; their before/after is the headline.
+TOOL_PREFIX = "GT2"
+
+SEVERITIES = ("error", "warning", "info")
+
+
+def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
+    """The plan of any patch: one row per template, a unified diff per change, and the other keys set or
+    removed (the name list, provenance)."""
+    up = plan.upstream
+    lines = [f"plan for {plan.path}:" + (f" templates from {up.label} ({up.origin})" if up else "")]
+    key_width = max((len(it.key) for it in plan.items), default=0)
+    for it in plan.items:
+        old, new = (it.old_sha256 or "-")[:12], (it.new_sha256 or "-")[:12]
+        shas = f"{old} (identical)" if it.action == KEEP else f"{old} -> {new}"
+        lines.append(f"  {it.action:<9} {it.name:<12} {it.key:<{key_width}}  {shas}")
+    if not plan.changes:
+        lines.append("  no template changes: the file already has these templates")
+    for it in plan.changes:
+        new_label = f"upstream:{up.label}:{it.name}" if up else f"new:{it.name}"
+        diff = list(
+            difflib.unified_diff(
+                it.old.text.splitlines() if it.old else [],
+                (it.new_text or "").splitlines(),
+                f"gguf:{it.name}" if it.old else "/dev/null",
+                "/dev/null" if it.action == REMOVE else new_label,
+                lineterm="",
+            )
+        )
+        if max_diff_lines is not None and len(diff) > max_diff_lines:
+            diff[max_diff_lines:] = [f"... {len(diff) - max_diff_lines} more diff lines"]
+        lines += ["", *diff]
+    item_keys = {it.key for it in plan.items}
+    other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
+    other += [("remove", k, None) for k in plan.remove_keys if k not in item_keys]
+    if other:
+        lines += ["", "other keys:"]
+        lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
+    return "\n".join(lines) + "\n"
+
+
+def result_text(result: PatchResult) -> str:
+    """What was written and its proof, then the audit before -> after (when audited)."""
+    if result.proof is None:
+        return "nothing written\n"
+    p = result.proof
+    ident = "identical" if p.data_identical else "DIFFERENT"
+    lines = [
+        f"wrote {result.output}",
+        f"  proof: tensor data {p.data_bytes:,} bytes ({p.copy_method}), compared byte for byte with the source: "
+        f"{ident}; tensor infos {'identical' if p.tensor_infos_identical else 'DIFFERENT'}",
+        f"  proof: templates read back from the output: {'as written' if result.readback_ok else 'MISMATCH'} "
+        + ", ".join(f"{n}={s[:12]}" for n, s in result.readback.items()),
+    ]
+    if result.plan.extra_kv:
+        lines.append(
+            f"  provenance: {len(result.plan.extra_kv)} gguftpl.patch.* keys recorded (gguftpl inspect shows them)"
+        )
+    if result.before is not None and result.after is not None and result.summary is not None:
+        lines += before_after_lines(result.before, result.after, result.summary)
+    return "\n".join(lines) + "\n"
+
+
+def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summary: AuditSummary) -> list[str]:
+    """The tool-calling findings before and after (the headline), then every finding fixed or introduced."""
+    tool_before = [f for f in before if f.code.startswith(TOOL_PREFIX)]
+    tool_after = [f for f in after if f.code.startswith(TOOL_PREFIX)]
+    lines = ["", "tool-calling findings (audit before -> after):"]
+    lines.append(f"  before: {_count(tool_before)}")
+    lines += [_row(f) for f in tool_before]
+    lines.append(f"  after:  {_count(tool_after)}")
+    lines += [_row(f) for f in tool_after]
+    lines.append(
+        f"all findings (audit before -> after): {_counts(summary.counts_before)} -> {_counts(summary.counts_after)}"
+    )
+    lines.append(f"  fixed:      {_count(summary.fixed)}")
+    lines += [_row(f) for f in summary.fixed]
+    lines.append(f"  introduced: {_count(summary.introduced)}")
+    lines += [_row(f) for f in summary.introduced]
+    return lines
+
+
+def _row(f: Finding) -> str:
+    return f"    {f.code} {f.severity.value:<7} {f.template or '-':<10} {f.name}"
+
+
+def _count(findings: Sequence[Finding]) -> str:
+    by: dict[str, int] = {}
+    for f in findings:
+        by[f.severity.value] = by.get(f.severity.value, 0) + 1
+    return _counts(by)
+
+
+def _counts(by: dict[str, int]) -> str:
+    return ", ".join(f"{by[s]} {s}" for s in SEVERITIES if by.get(s)) or "none"

@@ -297,12 +297,12 @@ def test_diff_renders_a_template_that_overran_once_no_more() -> None:
 
     bomb = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
     stats = get_worker().stats
-    before = stats.renders
+    before = stats.requests
     result = compare_behaviour({"default": CHATML}, {"default": bomb})
     assert [bd.probe for bd in result] == list(PROBES)
     assert all("longer than" in (bd.upstream_error or "") for bd in result), [bd.upstream_error for bd in result]
     assert all(bd.gguf_error is None and bd.identical is False for bd in result)
-    assert stats.renders - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once
+    assert stats.requests - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once
 
 
 def test_a_nul_in_a_template_is_an_error_because_llamacpp_never_sees_what_follows(make_gguf: MakeGGUF) -> None:
@@ -391,10 +391,10 @@ def test_the_bomb_check_renders_each_distinct_text_once(make_gguf: MakeGGUF) -> 
     bomb = "{{ 'x' * 2000000 }}" + CHATML
     path = make_gguf("twice.gguf", templates={"default": bomb, "tool_use": bomb})
     stats = get_worker().stats
-    before = stats.renders
+    before = stats.requests
     bombs = _render_bombs(str(path))
     assert [b.split(":")[0] for b in bombs] == ["default", "tool_use"] and "exceeded" in bombs[1], bombs
-    assert stats.renders - before == 1
+    assert stats.requests - before == 1
 
 
 def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_path: Path) -> None:

@@ -34,10 +34,11 @@ _LAZY = {
     "plan_patch": "gguftpl.patching",
     "fetch_upstream": "gguftpl.upstream.hub",
     "diff_templateset": "gguftpl.upstream.diff",
-    "verify_file": "gguftpl.llamacpp",
-    "LlamaCppSession": "gguftpl.llamacpp",
-    "render_prompt": "gguftpl.llamacpp",
-    "llamacpp_findings": "gguftpl.llamacpp",
+    "verify_file": "gguftpl.verify.stages",
+    "VerifyResult": "gguftpl.verify.result",
+    "LlamaCppSession": "gguftpl.verify.session",
+    "render_prompt": "gguftpl.verify.render",
+    "llamacpp_findings": "gguftpl.verify.findings",
     "render_hf": "gguftpl.templates.hfrender",
 }
 

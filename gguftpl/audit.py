@@ -383,7 +383,7 @@ def _parse_check_findings(
     if not todo or cache.parse_skipped:
         return []
     from gguftpl.errors import LlamaCppError
-    from gguftpl.llamacpp import parse_check
+    from gguftpl.verify.parsecheck import parse_check
 
     ask = {t.sha256: t.text for t in todo.values() if t.sha256 not in cache.parse_verdicts}
     if ask:
@@ -573,8 +573,9 @@ def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAu
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
-    from gguftpl.llamacpp import LlamaCppLoadError, llamacpp_findings
     from gguftpl.rules import LLAMACPP_LOAD_FAILED
+    from gguftpl.verify.findings import llamacpp_findings
+    from gguftpl.verify.session import LlamaCppLoadError
 
     try:
         found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)
@@ -644,7 +645,7 @@ def audit_paths(
     run = AuditRun()
     todo = collect_paths(paths)
     if todo and engine != "hf-only" and not cache.parse_skipped:
-        from gguftpl.llamacpp import parse_check_prestart
+        from gguftpl.verify.parsecheck import parse_check_prestart
 
         parse_check_prestart()  # the worker starts while the first files are read and analysed
     for p in todo:

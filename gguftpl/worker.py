@@ -409,6 +409,15 @@ def _resolve(target: str) -> Callable[..., Any]:
 
 
 def _peak_rss() -> int:
+    """This process's own peak resident memory. Not getrusage's ru_maxrss: Linux carries the parent's peak
+    across fork and exec into it, so a child of a 600 MB process could grow by 500 MB unseen."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

@@ -16,8 +16,7 @@ from gguftpl.worker import Op, Worker, WorkerSpec
 from tests.conftest import ROOT
 
 OPS = {
-    name: Op(f"tests.worker_ops:{name}")
-    for name in ("echo", "nap", "crash", "leave", "fail", "make_temp", "surrogate")
+    name: Op(f"tests.worker_ops:{name}") for name in ("echo", "nap", "crash", "leave", "fail", "make_temp", "surrogate")
 }
 
 
@@ -82,6 +81,21 @@ def test_memory_past_the_cap_or_the_peak_limit_is_a_result() -> None:
         assert capped.ask("grow", {"mib": 1}, 60).ok and capped.pid != pid
     finally:
         capped.close()
+
+
+def test_the_peak_limit_is_the_childs_own_not_its_parents() -> None:
+    """Linux carries a parent's peak RSS into its child's ru_maxrss across fork and exec: spawned from a big
+    process, a child's growth hid under the parent's peak (the audit runs in one)."""
+    script = (
+        "from gguftpl.worker import Op, Worker, WorkerSpec\n"
+        "ballast = bytearray(400 << 20)\n"
+        "ops = {'grow': Op('tests.worker_ops:grow', 64 << 20)}\n"
+        f"w = Worker(WorkerSpec('t', ops, env={{'PYTHONPATH': {str(ROOT)!r}}}))\n"
+        "print(w.ask('grow', {'mib': 128}, 60).kind)\n"
+        "w.close()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert proc.stdout.split() == ["memory"], proc.stderr[-2000:]
 
 
 def test_a_setup_that_fails_is_a_start_outcome_for_every_item() -> None:

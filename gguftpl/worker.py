@@ -205,6 +205,7 @@ class Worker:
             stderr=subprocess.DEVNULL,
             env=env,
         )
+        os.set_blocking(self._proc.stdin.fileno(), False)  # requests are written under the time limit too
         self._buf = b""
         self._ready = False
 
@@ -251,11 +252,10 @@ class Worker:
             data = _encode({"op": op, "items": list(items)})
         except (TypeError, ValueError) as exc:
             return [Outcome(ERROR, message=f"the request is not JSON data: {exc}", error_type=type(exc).__name__)]
-        try:
-            self._proc.stdin.write(data)
-            self._proc.stdin.flush()
-        except OSError:
-            pass  # a dead child: the read below sees the end of its output
+        not_taken = self._send(data, time.monotonic() + timeout)
+        if not_taken is not None:
+            self.stats.requests += 1
+            return [not_taken]
         out: list[Outcome] = []
         for _ in items:
             t0 = time.monotonic()
@@ -271,6 +271,26 @@ class Worker:
                 self._stop(count=True)  # it ends itself: the next item gets a fresh child
                 return out
         return out
+
+    def _send(self, data: bytes, deadline: float) -> Outcome | None:
+        """Write a request; a child that does not take it in time (stopped, stuck) is a :data:`TIMEOUT`."""
+        import select
+
+        fd = self._proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._fail(Outcome(TIMEOUT, message=f"the {self.spec.name} did not take the request in time"))
+            _, ready, _ = select.select([], [fd], [], left)
+            if ready:
+                try:
+                    view = view[os.write(fd, view[: 1 << 16]) :]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return None  # a dead child: the read that follows sees the end of its output
+        return None
 
     def _read(self, deadline: float) -> tuple[Any, Outcome | None]:
         """The next frame, or a failure outcome (the child is then stopped and counted as a restart)."""

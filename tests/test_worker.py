@@ -166,3 +166,12 @@ def test_garbage_and_unknown_answers() -> None:
     assert worker._outcome("nonsense").kind == "garbage"
     assert worker._outcome({"kind": "ok", "value": 3}).value == 3
     assert worker.signal_name(signal.SIGSEGV) == "SIGSEGV" and worker.signal_name(999) == "signal 999"
+
+
+def test_a_child_that_does_not_take_a_large_request_is_a_timeout(w: Worker) -> None:
+    assert w.ask("echo", 1, 30).ok
+    assert w.pid is not None
+    os.kill(w.pid, signal.SIGSTOP)  # stopped: it reads nothing, and a 4 MB request fills the pipe
+    out = w.ask("echo", "x" * (4 << 20), 2)
+    assert out.kind == "timeout"
+    assert w.ask("echo", "big" * 100_000, 30).value == "big" * 100_000

@@ -125,7 +125,7 @@ class Worker:
         self.stats = WorkerStats()
         self._proc: Any = None
         self._ready = False
-        self._buf = b""
+        self._buf = bytearray()
         self._tmp: str | None = None
         self._lock = threading.Lock()
 
@@ -206,7 +206,7 @@ class Worker:
             env=env,
         )
         os.set_blocking(self._proc.stdin.fileno(), False)  # requests are written under the time limit too
-        self._buf = b""
+        self._buf = bytearray()
         self._ready = False
 
     def _stop(self, *, count: bool) -> None:
@@ -303,7 +303,8 @@ class Worker:
                 if n > _MAX_FRAME:
                     return None, self._fail(Outcome(GARBAGE, message=f"the {self.spec.name} answered garbage"))
                 if len(self._buf) >= 4 + n:
-                    raw, self._buf = self._buf[4 : 4 + n], self._buf[4 + n :]
+                    raw = bytes(self._buf[4 : 4 + n])
+                    del self._buf[: 4 + n]
                     try:
                         return json.loads(raw.decode("utf-8")), None
                     except ValueError:
@@ -316,7 +317,7 @@ class Worker:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
                     return None, self._fail(self._death())
-                self._buf += chunk
+                self._buf.extend(chunk)
 
     def _death(self) -> Outcome:
         """Why the child's output ended: the signal that killed it, or its exit status."""

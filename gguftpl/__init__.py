@@ -44,10 +44,11 @@ _LAZY = {
     "DiffOptions": "gguftpl.upstream.diff",
     "DiffResult": "gguftpl.upstream.diff",
     "diff_templateset": "gguftpl.upstream.diff",
-    "verify_file": "gguftpl.llamacpp",
-    "LlamaCppSession": "gguftpl.llamacpp",
-    "render_prompt": "gguftpl.llamacpp",
-    "llamacpp_findings": "gguftpl.llamacpp",
+    "verify_file": "gguftpl.verify.stages",
+    "VerifyResult": "gguftpl.verify.result",
+    "LlamaCppSession": "gguftpl.verify.session",
+    "render_prompt": "gguftpl.verify.render",
+    "llamacpp_findings": "gguftpl.verify.findings",
     "render_hf": "gguftpl.templates.hfrender",
 }
 

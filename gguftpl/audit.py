@@ -237,14 +237,16 @@ class AnalysisCache:
         if engine == "hf-only" or self.parse_skipped:
             return ()
         from gguftpl.errors import LlamaCppError
-        from gguftpl.llamacpp import require_xllamacpp
+        from gguftpl.verify.session import require_xllamacpp
 
         try:
             require_xllamacpp()
         except LlamaCppError as exc:  # not installed: the audit goes on without this check
             self.parse_skipped = str(exc)
             return ()
-        return _LLAMACPP_TEMPLATES if engine != "llamacpp" else _LLAMACPP_TEMPLATES[1:]
+        from gguftpl.verify.choice import LOADED
+
+        return LOADED if engine != "llamacpp" else LOADED[1:]
 
     def __len__(self) -> int:
         return len(self._sets)
@@ -346,10 +348,6 @@ def _find_upstream(tset: Any) -> tuple[str | None, str]:
 
 
 _ENGINES = ("hf", "hf-only", "llamacpp")
-
-# The templates llama.cpp reads from a GGUF (llama_model_chat_template): the default, and tool_use for
-# requests with tools. Other named templates (rag, …) never reach it.
-_LLAMACPP_TEMPLATES = ("default", "tool_use")
 
 
 def audit_header(
@@ -485,8 +483,9 @@ def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAu
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
-    from gguftpl.llamacpp import LlamaCppLoadError, llamacpp_findings
     from gguftpl.rules import LLAMACPP_LOAD_FAILED
+    from gguftpl.verify.findings import llamacpp_findings
+    from gguftpl.verify.session import LlamaCppLoadError
 
     try:
         found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)
@@ -556,7 +555,7 @@ def audit_paths(
     run = AuditRun()
     todo = collect_paths(paths)
     if todo and engine != "hf-only" and not cache.parse_skipped:
-        from gguftpl.llamacpp import parse_check_prestart
+        from gguftpl.verify.parsecheck import parse_check_prestart
 
         parse_check_prestart()  # the worker starts while the first files are read and analysed
     for p in todo:

@@ -3,8 +3,8 @@
 A FIFO named as an input blocks ``open()`` until some writer appears, and ``/dev/zero`` or a 10 GB "JSON"
 file makes ``read()`` allocate without bound. Every input file gguftpl reads goes through here: it is
 opened non-blocking, must be a regular file, and small text inputs (tools, conversations, upstream
-configs) are read only up to a bound. The worker processes that render untrusted templates bound their own
-memory with :func:`cap_address_space`.
+configs) are read only up to a bound. (The worker processes that render untrusted templates bound their own
+memory: :mod:`gguftpl.worker`.)
 """
 
 from __future__ import annotations
@@ -163,19 +163,3 @@ def printable(text: str) -> str:
             code = ord(ch)
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
     return "".join(out)
-
-
-def cap_address_space(headroom: int) -> None:
-    """Let this process grow by at most ``headroom`` bytes of address space from where it stands now (Linux
-    RLIMIT_AS, never above an existing hard limit): a worker that renders an untrusted template fails an
-    allocation instead of taking the machine's memory. Elsewhere a no-op: the caller's time bound still holds."""
-    try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        want = current + headroom if hard == resource.RLIM_INFINITY else min(current + headroom, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-    except (OSError, ValueError, ImportError):
-        pass

@@ -247,8 +247,8 @@ def test_fifo_and_oversized_tool_files(tmp_path: Path, model: Path, fifo: Path) 
 
 def test_recursive_ref_schema_renders_and_is_bounded(tmp_path: Path, model: Path) -> None:
     from gguftpl.errors import ToolSourceError
-    from gguftpl.toolcheck import MAX_SCHEMA_ITEMS, example_arguments, schema_items
-    from gguftpl.tools import tools_from_json
+    from gguftpl.verify.schema import MAX_SCHEMA_ITEMS, example_arguments, schema_items
+    from gguftpl.verify.tools import tools_from_json
 
     node = {"type": "object", "properties": {"child": {"$ref": "#/$defs/Node"}}, "required": ["child"]}
     params = {"type": "object", "properties": {"root": {"$ref": "#/$defs/Node"}}, "required": ["root"]}

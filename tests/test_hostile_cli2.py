@@ -205,7 +205,7 @@ def test_oversized_tool_schemas_are_one_line_at_once(
 def test_a_tools_file_of_100k_tools_is_one_line_at_once(tmp_path: Path) -> None:
     """Each schema is checked at ~1.5 ms: 100,000 tools ran past a minute before anything was rendered."""
     from gguftpl.errors import ToolSourceError
-    from gguftpl.tools import MAX_TOOLS, load_tools_file
+    from gguftpl.verify.tools import MAX_TOOLS, load_tools_file
 
     path = tmp_path / "tools.json"
     path.write_text(json.dumps([_tool(f"t{i}") for i in range(100_000)]), encoding="utf-8")
@@ -248,10 +248,10 @@ def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_
     pytest.importorskip("xllamacpp")
     script = (
         "import os, signal, sys, threading\n"
-        "from gguftpl.llamacpp import _parse_checker, parse_check\n"
+        "from gguftpl.verify.parsecheck import parse_check, parse_check_worker\n"
         f"parse_check([{CHATML!r}])\n"
-        "checker = _parse_checker()\n"
-        "pid = checker._proc.pid\n"
+        "checker = parse_check_worker()\n"
+        "pid = checker.pid\n"
         "os.kill(pid, signal.SIGSTOP)  # a worker slow to exit: close() waits for it\n"
         "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
         "checker.close()\n"
@@ -297,12 +297,12 @@ def test_diff_renders_a_template_that_overran_once_no_more() -> None:
 
     bomb = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
     stats = get_worker().stats
-    before = stats.renders
+    before = stats.requests
     result = compare_behaviour({"default": CHATML}, {"default": bomb})
     assert [bd.probe for bd in result] == list(PROBES)
     assert all("longer than" in (bd.upstream_error or "") for bd in result), [bd.upstream_error for bd in result]
     assert all(bd.gguf_error is None and bd.identical is False for bd in result)
-    assert stats.renders - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once
+    assert stats.requests - before == len(PROBES) + 1  # each probe on the GGUF side, the bomb once
 
 
 def test_a_nul_in_a_template_is_an_error_because_llamacpp_never_sees_what_follows(make_gguf: MakeGGUF) -> None:
@@ -385,16 +385,16 @@ def test_an_mcp_server_whose_pagination_never_ends_is_one_line(
 
 def test_the_bomb_check_renders_each_distinct_text_once(make_gguf: MakeGGUF) -> None:
     """A file whose default template is also its tool_use (common) waited out the render bound twice."""
-    from gguftpl.llamacpp import _render_bombs
     from gguftpl.templates.hfrender import get_worker
+    from gguftpl.verify.preflight import render_bombs
 
     bomb = "{{ 'x' * 2000000 }}" + CHATML
     path = make_gguf("twice.gguf", templates={"default": bomb, "tool_use": bomb})
     stats = get_worker().stats
-    before = stats.renders
-    bombs = _render_bombs(str(path))
+    before = stats.requests
+    bombs = render_bombs(str(path))
     assert [b.split(":")[0] for b in bombs] == ["default", "tool_use"] and "exceeded" in bombs[1], bombs
-    assert stats.renders - before == 1
+    assert stats.requests - before == 1
 
 
 def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_path: Path) -> None:
@@ -403,7 +403,7 @@ def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_p
     pytest.importorskip("xllamacpp")
     hang = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
     script = (
-        "from gguftpl.llamacpp import parse_check, parse_check_stats\n"
+        "from gguftpl.verify.parsecheck import parse_check, parse_check_stats\n"
         f"first = parse_check([{hang!r}], timeout=3)\n"
         f"second = parse_check([{CHATML!r}])\n"
         "print(list(first.values())[0][:40], list(second.values()), parse_check_stats()['restarts'])\n"

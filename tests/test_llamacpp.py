@@ -18,7 +18,10 @@ import pytest
 
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import write_gguf
-from gguftpl.llamacpp import (
+from gguftpl.templates import probes
+from gguftpl.verify.calltext import call_text_from_template
+from gguftpl.verify.findings import llamacpp_findings
+from gguftpl.verify.result import (
     CORE_STAGES,
     FAIL,
     PASS,
@@ -27,14 +30,11 @@ from gguftpl.llamacpp import (
     STAGE_RESULT,
     STAGE_SCHEMA,
     STAGE_SELECTION,
-    LlamaCppSession,
     VerifyResult,
-    call_text_from_template,
-    llamacpp_findings,
-    verify_file,
 )
-from gguftpl.standin import STOP_TOKEN, build_standin
-from gguftpl.templates import probes
+from gguftpl.verify.session import LlamaCppSession
+from gguftpl.verify.stages import verify_file
+from gguftpl.verify.standin import STOP_TOKEN, build_standin
 
 pytest.importorskip("xllamacpp")
 
@@ -113,7 +113,7 @@ def test_patched_sample_passes(tmp_path: Path) -> None:
 
 
 def test_findings_from_failed_stages(sample_results: dict[str, VerifyResult]) -> None:
-    from gguftpl.llamacpp import findings_from_result
+    from gguftpl.verify.findings import findings_from_result
 
     bad = findings_from_result(sample_results[CHATML_SAMPLE.name], "x.gguf")
     assert sorted(f.code for f in bad) == ["GT601", "GT602"]
@@ -292,7 +292,7 @@ def test_stage2_agrees_with_the_analysis_of_the_template_llamacpp_used(
 
 
 def test_verify_file_with_openai_tools_adds_the_tool_checks() -> None:
-    from gguftpl.llamacpp import DEFAULT_TOOLS
+    from gguftpl.verify.render import DEFAULT_TOOLS
 
     r = verify_file(UPSTREAM_SAMPLE, tools=DEFAULT_TOOLS)
     core, extra = r.stages[:5], r.stages[5:]
@@ -305,7 +305,8 @@ def test_verify_file_with_openai_tools_adds_the_tool_checks() -> None:
 
 
 def test_template_llamacpp_cannot_parse_is_a_failed_stage_not_a_crash(make_gguf: Any) -> None:
-    from gguftpl.llamacpp import SKIP, findings_from_result
+    from gguftpl.verify.findings import findings_from_result
+    from gguftpl.verify.result import SKIP
 
     path = make_gguf("broken.gguf", templates={"default": "{% for m in messages %}{{ m.content }"})
     r = verify_file(path)
@@ -346,7 +347,7 @@ def test_engine_agreement_masks_the_clock_but_not_other_differences() -> None:
     different seconds; that text is masked, a real difference next to it is not."""
     import time
 
-    from gguftpl.llamacpp import compare_engines
+    from gguftpl.verify.compare import compare_engines
 
     clock = "{{ strftime_now('%H:%M:%S') }}|{% for m in messages %}{{ m.content }}{% endfor %}"
     differs = clock + "|{{ '%s!' | format(messages[0].content) }}"  # llama.cpp prints '%s!' as is
@@ -376,7 +377,7 @@ _ID_FOR_NAME = (
 
 
 def test_call_written_by_id_is_rendered_with_an_id_that_carries_the_name() -> None:
-    from gguftpl.llamacpp import verify_session
+    from gguftpl.verify.stages import verify_session
 
     with LlamaCppSession(templates={"default": _ID_FOR_NAME}) as s:
         r = verify_session(s)
@@ -388,7 +389,7 @@ def test_call_written_by_id_is_rendered_with_an_id_that_carries_the_name() -> No
 
 
 def test_call_without_name_or_id_is_not_reported_as_no_text() -> None:
-    from gguftpl.llamacpp import verify_session
+    from gguftpl.verify.stages import verify_session
 
     nameless = _ID_FOR_NAME.replace("{{ c.id }}", "call")
     with LlamaCppSession(templates={"default": nameless}) as s:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gguftpl.errors import ToolSourceError
-from gguftpl.mcp_client import McpConnection, McpServerSpec, open_mcp_tools
+from gguftpl.verify.mcp import McpConnection, McpServerSpec, open_mcp_tools
 from tests.mcp_servers.harness import LOG_ENV, http_server, read_log, stdio_command
 from tests.mcp_servers.metrics_server import MARKER, PARAM_DESCRIPTION
 
@@ -112,7 +112,8 @@ def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
 def test_files_and_servers_together(tmp_path: Path) -> None:
     import json
 
-    from gguftpl.tools import open_tool_sources, parse_arguments_json
+    from gguftpl.verify.tools import parse_arguments_json
+    from gguftpl.verify.toolsources import open_tool_sources
 
     log = tmp_path / "calls.jsonl"
     f = tmp_path / "tools.json"

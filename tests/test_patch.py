@@ -62,7 +62,7 @@ def test_patch_smollm2_with_hermes_tool_use(tmp_path, corpus_file):
 
 def test_llama_cpp_sees_both_templates(tmp_path, corpus_file):
     pytest.importorskip("xllamacpp")
-    from gguftpl.llamacpp import LlamaCppSession
+    from gguftpl.verify.session import LlamaCppSession
 
     out = tmp_path / "smol.tool_use.gguf"
     patch_templates(corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf"), out, {"tool_use": HERMES_TOOL_USE})

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
-from gguftpl.llamacpp import DEFAULT_MESSAGES, DEFAULT_TOOLS, locate_tools, render_prompt
 from gguftpl.templates.hfrender import render_hf
 from gguftpl.templates.templateset import load_templateset
+from gguftpl.verify.render import DEFAULT_MESSAGES, DEFAULT_TOOLS, locate_tools, render_prompt
 
 ROOT = Path(__file__).resolve().parent.parent
 CHATML_SAMPLE = ROOT / "samples/hermes-2-pro-mistral-7b.chatml.gguf"

@@ -11,25 +11,19 @@ from typing import Any
 
 import pytest
 
-from gguftpl.toolcheck import (
-    FAIL,
-    PASS,
-    SKIP,
-    STAGE_ARGS_VALID,
+from gguftpl.verify.result import FAIL, PASS, SKIP, WARN
+from gguftpl.verify.roundtrip import STAGE_ARGS_VALID, STAGE_CALL_PARSED, STAGE_DISPATCH, STAGE_RESULT
+from gguftpl.verify.schema import schema_items
+from gguftpl.verify.toolcheck import (
     STAGE_BUDGET,
-    STAGE_CALL_PARSED,
-    STAGE_DISPATCH,
-    STAGE_RESULT,
     STAGE_SCHEMA,
     STAGE_TOOLS,
-    WARN,
     budget_stage,
     measure_tools,
     run_tool_checks,
-    schema_items,
     schema_stage,
 )
-from gguftpl.tools import ToolSpec, load_tools_file, tools_from_json
+from gguftpl.verify.tools import ToolSpec, load_tools_file, tools_from_json
 from tests.conftest import CHATML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +36,8 @@ pytest.importorskip("xllamacpp")
 
 @contextmanager
 def engine(path: Path) -> Iterator[Any]:
-    """llama.cpp's own /apply-template, /tokenize and parser on a stand-in of ``path`` (gguftpl.llamacpp)."""
-    from gguftpl.llamacpp import LlamaCppSession
+    """llama.cpp's own /apply-template, /tokenize and parser on a stand-in of ``path`` (gguftpl.verify.session)."""
+    from gguftpl.verify.session import LlamaCppSession
 
     with LlamaCppSession(path) as s:
         yield s
@@ -199,7 +193,7 @@ def test_budget_without_tools_costs_nothing(gguf: Callable[..., Path]) -> None:
 
 
 def _mcp_tools(log: Path) -> Any:
-    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from gguftpl.verify.mcp import McpServerSpec, open_mcp_tools
     from tests.mcp_servers.harness import LOG_ENV, stdio_command
 
     return open_mcp_tools([McpServerSpec.stdio(stdio_command(), env={LOG_ENV: str(log)})])
@@ -258,7 +252,7 @@ def test_round_trip_failures_are_stages(gguf: Callable[..., Path], tmp_path: Pat
 
 
 def test_a_server_that_dies_mid_call_fails_the_dispatch_stage(gguf: Callable[..., Path], tmp_path: Path) -> None:
-    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from gguftpl.verify.mcp import McpServerSpec, open_mcp_tools
     from tests.mcp_servers.harness import LOG_ENV, read_log, stdio_command
 
     log = tmp_path / "calls.jsonl"
@@ -274,7 +268,7 @@ def test_a_server_that_dies_mid_call_fails_the_dispatch_stage(gguf: Callable[...
 
 
 def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Path) -> None:
-    from gguftpl.mcp_client import McpServerSpec, open_mcp_tools
+    from gguftpl.verify.mcp import McpServerSpec, open_mcp_tools
     from tests.mcp_servers.harness import http_server, read_log
     from tests.mcp_servers.metrics_server import MARKER
 
@@ -289,7 +283,7 @@ def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Pa
 
 
 def test_tools_stage_points_at_what_a_model_will_struggle_with() -> None:
-    from gguftpl.toolcheck import tools_stage
+    from gguftpl.verify.toolcheck import tools_stage
 
     good = tools_from_json({"tools": [MCP_LIKE]})
     st = tools_stage(good)

@@ -15,16 +15,10 @@ from gguftpl.gguf.reader import ValueType, read_header
 from gguftpl.gguf.writer import Typed
 from gguftpl.patching import patch_templates
 from gguftpl.templates.templateset import load_templateset
-from gguftpl.toolcheck import (
-    FAIL,
-    PASS,
-    SKIP,
-    STAGE_BUDGET,
-    STAGE_SCHEMA,
-    WARN,
-    run_tool_checks,
-)
-from gguftpl.tools import ToolSources, load_tools_file, open_tool_sources
+from gguftpl.verify.result import FAIL, PASS, SKIP, WARN
+from gguftpl.verify.toolcheck import STAGE_BUDGET, STAGE_SCHEMA, run_tool_checks
+from gguftpl.verify.tools import load_tools_file
+from gguftpl.verify.toolsources import ToolSources, open_tool_sources
 from tests.mcp_servers.harness import LOG_ENV, http_server, read_log, stdio_command
 from tests.mcp_servers.metrics_server import MARKER, PARAM_DESCRIPTION
 from tests.test_toolcheck import HERMES_TOOL_USE, _pieces, engine, generated_tools
@@ -159,7 +153,7 @@ def test_real_templates_with_a_real_server(name: str, metrics_server: tuple[Tool
     """Each real template alone in a stand-in, with the MCP server's tool: the schema verdict matches the
     expectation derived by reading the template, and the round trip goes through exactly when the template
     renders calls that llama.cpp's parser reads back (the canary's verdicts, measured independently)."""
-    from gguftpl.llamacpp import LlamaCppSession
+    from gguftpl.verify.session import LlamaCppSession
 
     src, log = metrics_server
     exp = EXPECT[name]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gguftpl.errors import ToolSourceError
-from gguftpl.toolcheck import example_arguments, inserted_text, schema_items, text_variants, validate_arguments
-from gguftpl.tools import (
+from gguftpl.verify.schema import example_arguments, inserted_text, schema_items, text_variants, validate_arguments
+from gguftpl.verify.tools import (
     ToolSpec,
     load_tools_file,
     mcp_tool_to_spec,
@@ -185,7 +185,7 @@ def test_inserted_text_is_what_the_tools_added() -> None:
 
 
 def test_a_sloppy_server_schema_is_kept_and_reported_not_fatal() -> None:
-    from gguftpl.toolcheck import tools_stage
+    from gguftpl.verify.toolcheck import tools_stage
 
     sloppy = {"name": "q", "description": "Query", "inputSchema": {"type": "object", "properties": {"a": {"type": 5}}}}
     spec = mcp_tool_to_spec(sloppy, "srv")

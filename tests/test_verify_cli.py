@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
-from gguftpl.llamacpp import CORE_STAGES
+from gguftpl.verify.result import CORE_STAGES
 
 pytest.importorskip("xllamacpp")
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from gguftpl.llamacpp import (
+from gguftpl.templates.analysis import analyze_template_text
+from gguftpl.templates.dialect import classify
+from gguftpl.verify.result import (
     FAIL,
     PASS,
     STAGE_AGREEMENT,
@@ -24,12 +26,10 @@ from gguftpl.llamacpp import (
     STAGE_RESULT,
     STAGE_SCHEMA,
     STAGE_SELECTION,
-    LlamaCppSession,
     VerifyResult,
-    verify_session,
 )
-from gguftpl.templates.analysis import analyze_template_text
-from gguftpl.templates.dialect import classify
+from gguftpl.verify.session import LlamaCppSession
+from gguftpl.verify.stages import verify_session
 
 pytest.importorskip("xllamacpp")
 

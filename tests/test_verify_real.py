@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.llamacpp import FAIL, STAGE_CALL, LlamaCppSession, verify_session
 from gguftpl.templates import probes
+from gguftpl.verify.result import FAIL, STAGE_CALL
+from gguftpl.verify.session import LlamaCppSession
+from gguftpl.verify.stages import verify_session
 
 pytest.importorskip("xllamacpp")
 

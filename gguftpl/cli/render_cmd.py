@@ -53,8 +53,8 @@ def command(
     """Print the prompt ENGINE renders for a conversation with tools, and where each tool's name,
     description and parameters landed (line numbers; highlighted on a terminal). A tool missing from the
     prompt is named: the model would never see it."""
-    from gguftpl.llamacpp import load_messages_file, render_prompt
-    from gguftpl.tools import openai_tools
+    from gguftpl.verify.render import load_messages_file, render_prompt
+    from gguftpl.verify.tools import openai_tools
 
     source_opts = pop_tool_source_options(kwargs)
     messages = load_messages_file(messages_file) if messages_file else None

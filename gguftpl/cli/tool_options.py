@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gguftpl.toolcheck import DEFAULT_MAX_TOOL_SHARE
-from gguftpl.tools import ToolSources
+from gguftpl.verify.toolcheck import DEFAULT_MAX_TOOL_SHARE
+
+if TYPE_CHECKING:
+    from gguftpl.verify.toolsources import ToolSources
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -113,7 +115,7 @@ def open_from_options(source_opts: dict[str, Any]) -> ToolSources | None:
     """None when no tool source was given; else the opened sources (close them: a context manager)."""
     if not wants_tools(source_opts):
         return None
-    from gguftpl.tools import open_tool_sources
+    from gguftpl.verify.toolsources import open_tool_sources
 
     return open_tool_sources(
         source_opts.get("tools_files") or (),

@@ -52,8 +52,9 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
     from gguftpl.errors import UsageError
-    from gguftpl.llamacpp import require_xllamacpp, verify_file
-    from gguftpl.tools import parse_arguments_json
+    from gguftpl.verify.session import require_xllamacpp
+    from gguftpl.verify.stages import verify_file
+    from gguftpl.verify.tools import parse_arguments_json
 
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
@@ -69,7 +70,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         tools = sources.tools if sources is not None else None
         dispatch = None
         if sources is not None and tools:
-            from gguftpl.toolcheck import pick_tool
+            from gguftpl.verify.roundtrip import pick_tool
 
             dispatch = sources.dispatcher_for(pick_tool(tools, check_opts.get("call")))
         result = verify_file(
@@ -92,7 +93,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
 
 def _text(result: Any) -> str:
-    from gguftpl.llamacpp import CORE_STAGES
+    from gguftpl.verify.result import CORE_STAGES
 
     if result.load_weights:
         how = "real weights"

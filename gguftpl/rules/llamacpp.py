@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
 from gguftpl.rules.context import FileContext
+from gguftpl.verify.choice import FALLBACK
+from gguftpl.verify.parsecheck import crashed_or_hung
+from gguftpl.verify.result import (
+    REJECTED,
+    RENDER_BOMB,
+    STAGE_AGREEMENT,
+    STAGE_CALL,
+    STAGE_RESULT,
+    STAGE_SCHEMA,
+    STAGE_SELECTION,
+    VerifyResult,
+)
 
 if TYPE_CHECKING:
     from gguftpl.templates.facts import TemplateFacts
@@ -92,16 +105,12 @@ LLAMACPP_TEMPLATE_REJECTED = register(
 )
 
 
-# How the parse check words a worker that crashed or hung, as opposed to llama.cpp's own refusal.
-_LLAMACPP_OWN = ("llama.cpp crashed", "llama.cpp did not finish")
-
-
 @check(LLAMACPP_TEMPLATE_REJECTED, "template")
 def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     error = t.llamacpp_load_error
     if not error:
         return
-    if error.startswith(_LLAMACPP_OWN):
+    if crashed_or_hung(error):
         what = f"the {t.name} template"  # the worker crashed or hung: the error says so
     elif t.name == "default":
         what = "llama.cpp refuses to load the file: llama-server exits at startup ('chat template parsing error')"
@@ -147,3 +156,83 @@ LLAMACPP_LOAD_FAILED = register(
         fix="Re-convert the file with a current llama.cpp converter (see also GT003/GT004 for the cause).",
     )
 )
+
+
+# ---------------------------------------------------------------------------------------------- checks
+# Each reads one stage of a verify result (gguftpl.verify.result.VerifyResult: the facts) and yields its
+# finding when that stage failed; registered in stage order, so findings come out in the order of the stages.
+# Tool-check stages are not findings.
+
+
+@dataclass(frozen=True)
+class VerifyFacts:
+    """What the GT6xx checks read: llama.cpp's verdicts on one file, and where to report them."""
+
+    result: VerifyResult
+    label: str
+    """The file as the report names it."""
+    upstream_repo: str | None = None
+    """The repo the fix command names (``REPO`` when unknown)."""
+
+
+def _stage_finding(rule: Rule, facts: VerifyFacts, stage: str) -> Iterator[Finding]:
+    import shlex
+
+    from gguftpl.templates.templateset import template_key
+
+    st = facts.result.failed(stage)
+    if st is None:
+        return
+    name = facts.result.template
+    tname = name if name not in (None, FALLBACK, REJECTED, RENDER_BOMB) else None
+    fix = (
+        f"gguftpl patch {shlex.quote(facts.label)} --from-hub {facts.upstream_repo or 'REPO'} -o FIXED.gguf"
+        " && gguftpl verify FIXED.gguf"
+    )
+    yield make_finding(
+        rule,
+        f"llama.cpp verification, stage {st.name!r}: {st.evidence.splitlines()[0][:300]}",
+        Location(file=facts.label, key=template_key(tname) if tname else None),
+        template=tname,
+        evidence=st.evidence[:1200],
+        fix=fix if rule is not LLAMACPP_HF_MISMATCH else None,
+        stage=st.name,
+    )
+
+
+@check(LLAMACPP_TEMPLATE_REJECTED, "llamacpp")
+def template_rejected(facts: VerifyFacts) -> Iterator[Finding]:
+    if facts.result.template == REJECTED:
+        yield from _stage_finding(LLAMACPP_TEMPLATE_REJECTED, facts, STAGE_SELECTION)
+
+
+@check(LLAMACPP_RENDER_BOMB, "llamacpp")
+def render_bomb(facts: VerifyFacts) -> Iterator[Finding]:
+    if facts.result.template == RENDER_BOMB:
+        yield from _stage_finding(LLAMACPP_RENDER_BOMB, facts, STAGE_SELECTION)
+
+
+@check(LLAMACPP_CHATML_FALLBACK, "llamacpp")
+def chatml_fallback(facts: VerifyFacts) -> Iterator[Finding]:
+    if facts.result.template not in (REJECTED, RENDER_BOMB):
+        yield from _stage_finding(LLAMACPP_CHATML_FALLBACK, facts, STAGE_SELECTION)
+
+
+@check(LLAMACPP_TOOLS_DROPPED, "llamacpp")
+def tools_dropped(facts: VerifyFacts) -> Iterator[Finding]:
+    return _stage_finding(LLAMACPP_TOOLS_DROPPED, facts, STAGE_SCHEMA)
+
+
+@check(LLAMACPP_CALL_NOT_PARSED, "llamacpp")
+def call_not_parsed(facts: VerifyFacts) -> Iterator[Finding]:
+    return _stage_finding(LLAMACPP_CALL_NOT_PARSED, facts, STAGE_CALL)
+
+
+@check(LLAMACPP_RESULT_NOT_RENDERED, "llamacpp")
+def result_not_rendered(facts: VerifyFacts) -> Iterator[Finding]:
+    return _stage_finding(LLAMACPP_RESULT_NOT_RENDERED, facts, STAGE_RESULT)
+
+
+@check(LLAMACPP_HF_MISMATCH, "llamacpp")
+def hf_mismatch(facts: VerifyFacts) -> Iterator[Finding]:
+    return _stage_finding(LLAMACPP_HF_MISMATCH, facts, STAGE_AGREEMENT)

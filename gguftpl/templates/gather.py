@@ -418,7 +418,7 @@ def _markers_and_dialect(draft: _Draft, bos: str) -> None:
 def _llamacpp_load(draft: _Draft, text: str) -> None:
     """Ask llama.cpp (in its bounded child) whether it loads this text; skipped without xllamacpp."""
     from gguftpl.errors import LlamaCppError
-    from gguftpl.llamacpp import parse_check
+    from gguftpl.verify.parsecheck import parse_check
 
     try:
         answers = parse_check([text])

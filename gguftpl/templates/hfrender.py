@@ -2,8 +2,8 @@
 
 Templates come from untrusted files. transformers renders them in jinja2's ``ImmutableSandboxedEnvironment``,
 which stops attribute tricks but not a loop that never ends, nor a template that prints gigabytes. So every
-render runs in one persistent worker process (``python -m gguftpl.templates.hfrender``) that has imported
-transformers once; the parent waits with a timeout and kills the worker when a render overruns. The worker
+render runs in one persistent worker process (:mod:`gguftpl.worker`, op ``render``) that has imported
+transformers once; the parent waits with a timeout and the worker is killed when a render overruns. The worker
 counts output while it streams and caps its own address space, so a megabyte-printing template fails fast
 with a clear error instead of eating the machine.
 
@@ -12,21 +12,15 @@ Rendering itself is transformers' ``render_jinja_template`` (same environment, f
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import json
 import os
-import queue
-import struct
-import subprocess
-import sys
-import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
+from gguftpl import worker
 from gguftpl.errors import TemplateError
+from gguftpl.worker import Op, Outcome, Worker, WorkerSpec, shared
 
 DEFAULT_TIMEOUT = 5.0
 """Seconds one render may take. Real templates render in milliseconds."""
@@ -59,138 +53,25 @@ class TemplateRenderError(TemplateError):
         super().__init__(f"{message}{where}")
 
 
-@dataclass
-class RenderStats:
-    renders: int = 0
-    restarts: int = 0
-    seconds: float = 0.0
+@functools.lru_cache(maxsize=1)
+def _spec() -> WorkerSpec:
+    return WorkerSpec(
+        "render worker",
+        ops={"render": Op("gguftpl.templates.hfrender:_render_op")},
+        setup=("gguftpl.templates.hfrender:_worker_setup",),
+        memory_headroom=_MEMORY_HEADROOM,
+        startup_timeout=STARTUP_TIMEOUT,
+        env={
+            "TRANSFORMERS_VERBOSITY": "error",
+            "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+            "PYTHONWARNINGS": "ignore",
+        },
+    )
 
 
-# ---------------------------------------------------------------------------------------------- parent side
-
-
-def _write_frame(stream: Any, obj: Any) -> None:
-    data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    stream.write(struct.pack(">I", len(data)) + data)
-    stream.flush()
-
-
-def _read_frame(stream: Any) -> Any:
-    head = stream.read(4)
-    if len(head) < 4:
-        raise EOFError
-    (n,) = struct.unpack(">I", head)
-    data = stream.read(n)
-    if len(data) < n:
-        raise EOFError
-    return json.loads(data.decode("utf-8"))
-
-
-class RenderWorker:
-    """One worker process, restarted after a timeout or a crash. Thread-safe (one render at a time)."""
-
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._replies: queue.Queue[Any] = queue.Queue()
-        self._lock = threading.Lock()
-        self.stats = RenderStats()
-
-    def _start(self) -> None:
-        env = dict(os.environ)
-        env["TRANSFORMERS_VERBOSITY"] = "error"
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        env["PYTHONWARNINGS"] = "ignore"
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "gguftpl.templates.hfrender"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        replies: queue.Queue[Any] = queue.Queue()
-        self._replies = replies
-        stdout = self._proc.stdout
-
-        def pump() -> None:
-            try:
-                while True:
-                    replies.put(_read_frame(stdout))
-            except (EOFError, OSError, ValueError):
-                replies.put(EOFError())
-
-        threading.Thread(target=pump, name="gguftpl-render-pump", daemon=True).start()
-        ready = self._get(STARTUP_TIMEOUT)
-        if not isinstance(ready, dict) or not ready.get("ready"):
-            self.close()
-            raise TemplateRenderError(
-                f"the render worker did not start: {ready.get('error') if isinstance(ready, dict) else ready}",
-                kind="worker",
-            )
-
-    def _get(self, timeout: float) -> Any:
-        try:
-            return self._replies.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-
-    def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-        with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                if self._proc is not None:
-                    self.stats.restarts += 1
-                    self.close()
-                self._start()
-            assert self._proc is not None and self._proc.stdin is not None
-            t0 = time.perf_counter()
-            try:
-                _write_frame(self._proc.stdin, req)
-            except OSError:
-                self.close()
-                raise TemplateRenderError("the render worker died", kind="worker") from None
-            reply = self._get(timeout)
-            self.stats.renders += 1
-            self.stats.seconds += time.perf_counter() - t0
-            if reply is None:
-                # Overran: the only safe way to stop a render is to end the process.
-                self.close()
-                self.stats.restarts += 1
-                raise TemplateRenderError(f"rendering took longer than {timeout:g} s and was stopped", kind="timeout")
-            if isinstance(reply, EOFError):
-                self.close()
-                self.stats.restarts += 1
-                raise TemplateRenderError(
-                    "the render worker died while rendering (memory limit or crash)", kind="memory"
-                )
-            return reply
-
-
-_WORKER: RenderWorker | None = None
-_WORKER_LOCK = threading.Lock()
-
-
-def get_worker() -> RenderWorker:
-    global _WORKER
-    with _WORKER_LOCK:
-        if _WORKER is None:
-            _WORKER = RenderWorker()
-            atexit.register(_WORKER.close)
-        return _WORKER
+def get_worker() -> Worker:
+    """This process's render worker (:mod:`gguftpl.worker`), started on first use."""
+    return shared(_spec())
 
 
 def render_hf(
@@ -230,7 +111,7 @@ def render_hf(
         json.dumps(req)
     except (TypeError, ValueError) as e:
         raise TemplateRenderError(f"render inputs are not JSON data: {e}", kind="worker") from None
-    reply = get_worker().request(req, timeout)
+    reply = _reply(get_worker().ask("render", req, timeout), timeout)
     if reply.get("ok"):
         return str(reply["text"])
     raise TemplateRenderError(
@@ -241,7 +122,38 @@ def render_hf(
     )
 
 
+def _reply(outcome: Outcome, timeout: float) -> dict[str, Any]:
+    """The worker's render reply; a render the worker could not finish raises."""
+    if outcome.ok:
+        return dict(outcome.value)
+    if outcome.kind == worker.TIMEOUT:
+        # overran: the only safe way to stop a render is to end the process, which the worker did
+        raise TemplateRenderError(f"rendering took longer than {timeout:g} s and was stopped", kind="timeout")
+    if outcome.kind == worker.START:
+        raise TemplateRenderError(outcome.message, kind="worker")
+    if outcome.kind in (worker.ERROR, worker.MEMORY):  # raised in the worker, outside the render's own handling
+        kind = "memory" if outcome.kind == worker.MEMORY else "worker"
+        return {"ok": False, "kind": kind, "type": outcome.error_type, "message": outcome.message, "line": None}
+    raise TemplateRenderError("the render worker died while rendering (memory limit or crash)", kind="memory")
+
+
 # ---------------------------------------------------------------------------------------------- worker side
+
+
+def _worker_setup() -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from transformers.utils import chat_template_utils  # noqa: F401 - imported once, before the memory cap
+
+
+def _render_op(req: dict[str, Any]) -> dict[str, Any]:
+    reply = _worker_render(req)
+    try:
+        json.dumps(reply, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError):  # e.g. a lone surrogate printed by the template
+        return {"ok": False, "kind": "render", "type": "TypeError", "message": "unserialisable output", "line": None}
+    return reply
 
 
 class _OutputTooLarge(Exception):
@@ -437,41 +349,3 @@ def _lenient_compile(text: str) -> Any:
 def _lenient_from_string(text: str) -> Any:
     # as transformers caches its own compiles: a lenient audit renders one template a dozen times
     return _LENIENT_ENV.from_string(text)
-
-
-def _worker_main() -> None:
-    import warnings
-
-    warnings.simplefilter("ignore")
-    # Frames go to the real stdout; anything a library prints goes to stderr (DEVNULL).
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-    try:
-        from transformers.utils import chat_template_utils  # noqa: F401
-    except Exception as e:  # report rather than die silently
-        _write_frame(out, {"ready": False, "error": f"{type(e).__name__}: {e}"})
-        return
-    from gguftpl.safeio import cap_address_space
-
-    cap_address_space(_MEMORY_HEADROOM)
-    _write_frame(out, {"ready": True})
-    while True:
-        try:
-            req = _read_frame(inp)
-        except EOFError:
-            return
-        try:
-            reply = _worker_render(req)
-        except MemoryError:
-            reply = {"ok": False, "kind": "memory", "type": "MemoryError", "message": "out of memory", "line": None}
-        except Exception as e:
-            reply = {"ok": False, "kind": "worker", "type": type(e).__name__, "message": str(e)[:2000], "line": None}
-        try:
-            _write_frame(out, reply)
-        except (TypeError, ValueError):
-            _write_frame(out, {"ok": False, "kind": "render", "type": "TypeError", "message": "unserialisable output"})
-
-
-if __name__ == "__main__":
-    _worker_main()

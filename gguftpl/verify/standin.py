@@ -49,6 +49,8 @@ class StandIn:
     added_tokens: list[str] = field(default_factory=list)
     """Tokens the stand-in has that the file does not (byte-level markers, the stop token)."""
     notes: list[str] = field(default_factory=list)
+    templates: list[str] = field(default_factory=list)
+    """Names of the chat templates it carries (``default``, ``tool_use``, ...)."""
 
 
 def body_kv(context_length: int = CONTEXT_LENGTH) -> dict[str, Any]:
@@ -187,6 +189,7 @@ def standin_kv(
         tok["tokenizer.ggml.eos_token_id"] = Typed(ValueType.UINT32, len(tokens) - 1)
         info.added_tokens = [STOP_TOKEN]
         info.notes.append(f"the file names no EOS token: {STOP_TOKEN} appended as EOS so generation stops")
+    info.templates = sorted(templates)
     n_vocab = len(tok["tokenizer.ggml.tokens"].value)
     for key in _TOKEN_ARRAYS[1:]:
         arr = tok.get(key)

@@ -30,7 +30,7 @@ from typing import IO, Any
 from urllib.parse import urlparse
 
 from gguftpl.errors import ToolSourceError
-from gguftpl.tools import MAX_TOOLS, ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
+from gguftpl.verify.tools import MAX_TOOLS, ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
 
 DEFAULT_TIMEOUT = 30.0
 

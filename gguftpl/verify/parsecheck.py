@@ -1,0 +1,178 @@
+"""The bounded load check: can llama.cpp load this template text at all, and does loading it end?
+
+llama.cpp renders the template while loading it (capability probe, tool-call parser generation), with no
+limits: a self-calling macro or deeply nested brackets overflow its C stack and kill the process (SIGSEGV,
+measured), a huge loop never returns. So every text is loaded as the template of a tiny byte-level stand-in
+in the parse-check child (:mod:`gguftpl.worker`, op ``load``); a crash or hang costs a restart and becomes the
+template's verdict, never the caller's crash or hang. Answers are memoised by sha256 of the text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl import worker
+from gguftpl.worker import Op, Outcome, Worker, WorkerSpec
+
+PARSE_CHECK_TIMEOUT = 60.0
+"""Seconds one template may take to load in the parse-check worker (a plain load takes 0.1-0.7 s); past it
+the worker is killed and the template reported as hanging llama.cpp."""
+_PARSE_N_CTX = 512  # the stand-in only has to load; a small KV cache loads faster
+_PARSE_MEMORY_HEADROOM = 1 << 30
+"""Bytes of address space the parse-check child may grow by after its imports: a stand-in load needs tens of
+MB, a template that renders gigabytes at load grew it by 24 GB in 100 s (the machine's memory, not ours)."""
+_CRASHED_OR_HUNG = ("llama.cpp crashed", "llama.cpp did not finish")
+
+SPEC = WorkerSpec(
+    "parse-check worker",
+    # llama.cpp swallows the std::bad_alloc of its load-time render under the address-space cap and loads
+    # anyway; the caller, which renders without the cap, would then take all of the machine's memory: so the
+    # child's peak growth is the verdict
+    ops={"load": Op("gguftpl.verify.parsecheck:_load_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2)},
+    setup=("gguftpl.verify.parsecheck:_child_setup",),
+    memory_headroom=_PARSE_MEMORY_HEADROOM,
+    env={"GGUFTPL_LLAMACPP_VERBOSITY": "0"},
+    # the child's stand-ins go in a folder of ours: a child killed for hanging (or crashed) cannot remove its
+    # own, and each one left a 300 KB folder in /tmp
+    private_tmp="gguftpl-parse-check-",
+    exit_grace=5.0,
+)
+
+
+def crashed_or_hung(error: str) -> bool:
+    """True when a parse-check error says llama.cpp crashed or did not finish (not that it refused the text)."""
+    return error.startswith(_CRASHED_OR_HUNG)
+
+
+def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -> dict[str, str | None]:
+    """sha256 of each text -> llama.cpp's error when it refuses to load that text as a chat template,
+    None when it loads it (or the text could not be checked: see :func:`parse_check_stats`).
+
+    Each text is loaded once per process (memoised by sha256) as the template of a tiny byte-level
+    stand-in in a child process, so a template that crashes or hangs llama.cpp is a verdict, not a crash
+    of the caller. Raises LlamaCppError when xllamacpp is not installed."""
+    from gguftpl.verify.session import require_xllamacpp
+
+    require_xllamacpp()
+    return _VERDICTS.check(list(texts), timeout)
+
+
+def parse_check_prestart() -> None:
+    """Start the parse-check worker now, so its start overlaps the caller's own work (no-op without
+    xllamacpp or when it runs already)."""
+    from gguftpl.verify.session import llamacpp_available
+
+    if llamacpp_available():
+        parse_check_worker().prestart()
+
+
+def parse_check_stats() -> dict[str, Any]:
+    """How many texts this process sent to llama.cpp, worker restarts, and texts left unchecked."""
+    v = _VERDICTS
+    return {"loads": v.loads, "restarts": parse_check_worker().stats.restarts, "unchecked": dict(v.unchecked)}
+
+
+def parse_check_worker() -> Worker:
+    """This process's parse-check child (started on first use, closed at exit)."""
+    return worker.shared(SPEC)
+
+
+# ---------------------------------------------------------------------------------------------- parent
+
+
+@dataclass
+class _Verdicts:
+    memo: dict[str, str | None] = field(default_factory=dict)
+    loads: int = 0
+    """Template texts sent to llama.cpp (memo hits not counted)."""
+    unchecked: dict[str, str] = field(default_factory=dict)
+    """sha256 -> why that text could not be checked (not a verdict about the template)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def check(self, texts: list[str], timeout: float) -> dict[str, str | None]:
+        from gguftpl.templates.templateset import sha256_text
+
+        with self.lock:
+            todo = {}
+            for text in texts:
+                sha = sha256_text(text)
+                if sha not in self.memo and sha not in self.unchecked:
+                    todo[sha] = text
+            self.loads += len(todo)
+            outcomes = parse_check_worker().ask_many("load", [{"text": t} for t in todo.values()], timeout)
+            for sha, outcome in zip(todo, outcomes, strict=True):
+                answer = _answer(outcome, timeout)
+                if "unchecked" in answer:
+                    self.unchecked[sha] = str(answer["unchecked"])
+                else:
+                    self.memo[sha] = answer.get("error")
+            return {sha: self.memo.get(sha) for sha in map(sha256_text, texts)}
+
+
+_VERDICTS = _Verdicts()
+
+
+def _answer(outcome: Outcome, timeout: float) -> dict[str, Any]:
+    """The child's answer, or the verdict its failure stands for."""
+    if outcome.ok and isinstance(outcome.value, dict):
+        return outcome.value
+    why = "(it renders the template at load without limits)"
+    if outcome.kind == worker.TIMEOUT:
+        return {
+            "error": f"llama.cpp did not finish loading this template in {timeout:g} s {why}: llama-server "
+            "would hang at startup"
+        }
+    if outcome.kind == worker.CRASHED:
+        return {
+            "error": f"llama.cpp crashed ({outcome.signal}) while loading this template {why}: llama-server "
+            "would crash at startup"
+        }
+    if outcome.kind == worker.MEMORY and outcome.error_type is None:
+        return {
+            "error": f"llama.cpp did not finish loading this template within {_PARSE_MEMORY_HEADROOM >> 30} GiB "
+            f"of memory {why}: llama-server would exhaust the memory at startup"
+        }
+    if outcome.kind == worker.EXITED:
+        return {"unchecked": f"the parse-check worker exited ({outcome.exit_code}) before answering"}
+    if outcome.kind == worker.GARBAGE or outcome.ok:
+        return {"unchecked": "the parse-check worker answered garbage"}
+    return {"unchecked": outcome.message}
+
+
+# ---------------------------------------------------------------------------------------------- child
+
+
+def _child_setup() -> None:
+    try:
+        import xllamacpp  # noqa: F401 - its libraries count as the start, not as growth
+    except ImportError:
+        pass  # the load answers "unchecked" in its own words
+
+
+def _load_op(item: dict[str, Any]) -> dict[str, Any]:
+    """Load a byte-level stand-in whose default template is ``item["text"]``. Loading is where llama-server
+    fails ("chat template parsing error"): llama.cpp parses the template and renders it to probe its
+    capabilities and build its tool-call parser."""
+    from gguftpl.verify.session import LlamaCppLoadError, LlamaCppSession
+
+    try:
+        with LlamaCppSession(templates={"default": str(item["text"])}, n_ctx=_PARSE_N_CTX):
+            return {"error": None}
+    except LlamaCppLoadError as exc:
+        if any("chat template" in line for line in exc.log):
+            return {"error": _template_rejection(exc.log), "log": exc.log[:20]}
+        return {"unchecked": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - any other failure: this text could not be checked
+        return {"unchecked": f"{type(exc).__name__}: {exc}"}
+
+
+def _template_rejection(log: Sequence[str]) -> str:
+    """llama.cpp's own words for why it refused a template, without its generic advice lines."""
+    keep = [line for line in log if "consider" not in line and "for example" not in line]
+    keep = [line for line in keep if "exiting due to" not in line and "failed to initialize" not in line]
+    specific = [line for line in keep if not line.endswith("std::exception")]
+    keep = specific or keep
+    return " | ".join(keep[:3]) or " | ".join(log[:3])

@@ -1,0 +1,501 @@
+"""The one place gguftpl starts child processes: persistent workers bounded in time and memory.
+
+Untrusted templates are rendered (jinja2 under transformers) and loaded (llama.cpp) in child processes: a
+template can loop for ever, print gigabytes, take the machine's memory or overflow the C stack, and none of
+that may reach the caller. A :class:`Worker` runs one persistent child that imports what its ops need once
+(``setup``), caps its own address space after those imports, and then answers requests. A request names an
+op and carries a batch of items; the child streams one answer per item, each under its own time limit, so
+the parent knows which item overran. Whatever goes wrong is an :class:`Outcome` the caller reads (``kind``
+and ``message``), never an exception or a hang: the child is killed, and the next request starts a fresh one.
+
+Protocol: length-framed JSON (4-byte big-endian length, then UTF-8 JSON) on the child's stdin and on a copy of
+its stdout; the child's own fd 1 points at stderr (discarded), so what a library prints never enters it.
+One worker may serve several ops (``WorkerSpec.ops``): a single warm child can render with jinja2 and load
+templates into llama.cpp alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+OK = "ok"
+TIMEOUT = "timeout"
+"""The item took longer than its time limit: the child was killed."""
+CRASHED = "crashed"
+"""The child died from a signal (``Outcome.signal``: ``SIGSEGV``, ``SIGKILL`` from the OOM killer, ...)."""
+EXITED = "exited"
+"""The child exited (``Outcome.exit_code``) before answering."""
+MEMORY = "memory"
+"""The op raised MemoryError under the address-space cap, or grew the child's peak memory past the op's
+``peak_growth_limit`` (the child then ends itself and the next item gets a fresh one)."""
+ERROR = "error"
+"""The op raised (``Outcome.error_type``), or the request or answer was not JSON data; the child lives on."""
+GARBAGE = "garbage"
+"""The child wrote something that is not a frame of JSON: it was killed."""
+START = "start"
+"""The child did not start: its setup failed, it died, or it was not ready within ``startup_timeout``."""
+SKIPPED = "skipped"
+"""Not run: an earlier item of the batch overran and the caller asked to skip the rest."""
+
+_MAX_FRAME = 256 << 20
+"""A length past this is garbage, not a frame (renders are capped at a few MB)."""
+_FAILED_CHILD = (TIMEOUT, CRASHED, EXITED, GARBAGE, START)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kind of request a worker answers."""
+
+    target: str
+    """``module:function`` run in the child with one item (JSON data); returns the answer (JSON data)."""
+    peak_growth_limit: int | None = None
+    """Bytes the child's peak memory may grow by while answering one item: past it the answer is ``memory``
+    and the child ends itself. For code that swallows a failed allocation under the cap and goes on (llama.cpp
+    loads a template whose load-time render hit std::bad_alloc)."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker runs and how it is bounded."""
+
+    name: str
+    """How messages name it, e.g. ``render worker``."""
+    ops: Mapping[str, Op]
+    setup: tuple[str, ...] = ()
+    """``module:function`` callables run once in the child before the cap: imports that count as its start,
+    not as growth. One that raises makes the start fail with its message."""
+    memory_headroom: int | None = None
+    """Bytes of address space the child may grow by after ``setup`` (:func:`cap_address_space`)."""
+    startup_timeout: float = 120.0
+    """Seconds the child may take to import and run ``setup`` (slow on a busy 2-core machine)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Added to this process's environment for the child."""
+    private_tmp: str | None = None
+    """Prefix of a private TMPDIR for the child, removed whenever the child exits or is killed: a killed child
+    cannot remove its own temporary files."""
+    exit_grace: float = 0.0
+    """Seconds :meth:`Worker.close` lets the child end on its own (stdin closed) before killing it."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to one item: ``kind`` is :data:`OK` with ``value``, or one of the failure kinds above."""
+
+    kind: str
+    value: Any = None
+    message: str = ""
+    error_type: str | None = None
+    """The exception type for :data:`ERROR` and a MemoryError."""
+    signal: str | None = None
+    """:data:`CRASHED`: the signal's name."""
+    exit_code: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == OK
+
+
+@dataclass
+class WorkerStats:
+    requests: int = 0
+    """Items answered (failures included)."""
+    restarts: int = 0
+    """Children stopped because one overran, crashed or ended itself."""
+    seconds: float = 0.0
+
+
+class Worker:
+    """One persistent child process for ``spec``, started on first use (or :meth:`prestart`), restarted after
+    a failure, closed by :meth:`close`. Thread-safe: one request at a time."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.stats = WorkerStats()
+        self._proc: Any = None
+        self._ready = False
+        self._buf = bytearray()
+        self._tmp: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def prestart(self) -> None:
+        """Start the child now without waiting for it, so its imports overlap the caller's own work."""
+        with self._lock:
+            if not self._alive():
+                self._spawn()
+
+    def ask(self, op: str, item: Any, timeout: float) -> Outcome:
+        """One item; see :meth:`ask_many`."""
+        return self.ask_many(op, [item], timeout)[0]
+
+    def ask_many(self, op: str, items: Sequence[Any], timeout: float, *, skip_rest: bool = False) -> list[Outcome]:
+        """One outcome per item, in order, each item under ``timeout`` seconds (counted from the previous
+        answer). After an item that cost the child, the rest go to a fresh one, or with ``skip_rest`` are
+        :data:`SKIPPED`. A Ctrl-C while waiting kills the child and is raised."""
+        with self._lock:
+            out: list[Outcome] = []
+            try:
+                while len(out) < len(items):
+                    done = self._batch(op, items[len(out) :], timeout)
+                    out.extend(done)
+                    if done[-1].kind in (START, ERROR) and len(out) < len(items):
+                        # it would not start for the next item either; or the request was no JSON data
+                        out.extend([done[-1]] * (len(items) - len(out)))
+                    elif skip_rest:
+                        out.extend(Outcome(SKIPPED, message="an earlier item overran") for _ in items[len(out) :])
+            except BaseException:
+                self._stop(count=False)
+                raise
+            return out
+
+    def close(self) -> None:
+        """End the child (given ``exit_grace`` seconds to exit on its own) and remove its private folder.
+        Never raises: a Ctrl-C meanwhile only makes the kill immediate."""
+        proc, self._proc = self._proc, None
+        self._ready = False
+        try:
+            if proc is not None and proc.poll() is None and self.spec.exit_grace > 0:
+                try:
+                    proc.stdin.close()  # the child's loop ends on EOF
+                    proc.wait(timeout=self.spec.exit_grace)
+                except BaseException:  # noqa: BLE001 - at exit, anything (a Ctrl-C): kill below, no traceback
+                    pass
+        finally:
+            if proc is not None:
+                _reap(proc)
+            self._remove_tmp()
+
+    # ---------------------------------------------------------------------------------------------- parent
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _spawn(self) -> None:
+        import subprocess
+
+        self._stop(count=self._proc is not None)  # a child that died since the last request
+        env = {**os.environ, **self.spec.env}
+        if self.spec.private_tmp is not None:
+            self._tmp = tempfile.mkdtemp(prefix=self.spec.private_tmp)
+            env["TMPDIR"] = self._tmp
+        config = {
+            "ops": {name: [o.target, o.peak_growth_limit] for name, o in self.spec.ops.items()},
+            "setup": list(self.spec.setup),
+            "headroom": self.spec.memory_headroom,
+        }
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from gguftpl.worker import _child_main; _child_main()", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        os.set_blocking(self._proc.stdin.fileno(), False)  # requests are written under the time limit too
+        self._buf = bytearray()
+        self._ready = False
+
+    def _stop(self, *, count: bool) -> None:
+        """Kill and reap the child (if any) and remove its folder; ``count`` it as a restart."""
+        proc, self._proc = self._proc, None
+        self._ready = False
+        if proc is not None:
+            _reap(proc)
+            if count:
+                self.stats.restarts += 1
+        self._remove_tmp()
+
+    def _remove_tmp(self) -> None:
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _ensure_ready(self) -> Outcome | None:
+        """None when a child is up and ready; else the :data:`START` outcome (the child is gone)."""
+        if not self._alive():
+            self._spawn()
+        if self._ready:
+            return None
+        frame, failure = self._read(time.monotonic() + self.spec.startup_timeout)
+        if isinstance(frame, dict) and frame.get("ready") is True:
+            self._ready = True
+            return None
+        if isinstance(frame, dict) and frame.get("error"):
+            why = str(frame["error"])
+        elif failure is not None and failure.kind == TIMEOUT:
+            why = f"not ready within {self.spec.startup_timeout:g} s"
+        else:
+            why = failure.message if failure is not None else "it answered garbage"
+        self._stop(count=False)
+        return Outcome(START, message=f"the {self.spec.name} did not start: {why}")
+
+    def _batch(self, op: str, items: Sequence[Any], timeout: float) -> list[Outcome]:
+        """Send ``items`` and read answers until all came or one failed (the last outcome then)."""
+        not_started = self._ensure_ready()
+        if not_started is not None:
+            return [not_started]
+        try:
+            data = _encode({"op": op, "items": list(items)})
+        except (TypeError, ValueError) as exc:
+            return [Outcome(ERROR, message=f"the request is not JSON data: {exc}", error_type=type(exc).__name__)]
+        not_taken = self._send(data, time.monotonic() + timeout)
+        if not_taken is not None:
+            self.stats.requests += 1
+            return [not_taken]
+        out: list[Outcome] = []
+        for _ in items:
+            t0 = time.monotonic()
+            frame, failure = self._read(t0 + timeout)
+            outcome = failure or _outcome(frame)
+            outcome = dataclasses.replace(outcome, seconds=time.monotonic() - t0)
+            self.stats.requests += 1
+            self.stats.seconds += outcome.seconds
+            out.append(outcome)
+            if outcome.kind in _FAILED_CHILD:
+                return out
+            if isinstance(frame, dict) and frame.get("exit"):
+                self._stop(count=True)  # it ends itself: the next item gets a fresh child
+                return out
+        return out
+
+    def _send(self, data: bytes, deadline: float) -> Outcome | None:
+        """Write a request; a child that does not take it in time (stopped, stuck) is a :data:`TIMEOUT`."""
+        import select
+
+        fd = self._proc.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._fail(Outcome(TIMEOUT, message=f"the {self.spec.name} did not take the request in time"))
+            _, ready, _ = select.select([], [fd], [], left)
+            if ready:
+                try:
+                    view = view[os.write(fd, view[: 1 << 16]) :]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return None  # a dead child: the read that follows sees the end of its output
+        return None
+
+    def _read(self, deadline: float) -> tuple[Any, Outcome | None]:
+        """The next frame, or a failure outcome (the child is then stopped and counted as a restart)."""
+        import select
+
+        fd = self._proc.stdout.fileno()
+        while True:
+            if len(self._buf) >= 4:
+                (n,) = struct.unpack(">I", self._buf[:4])
+                if n > _MAX_FRAME:
+                    return None, self._fail(Outcome(GARBAGE, message=f"the {self.spec.name} answered garbage"))
+                if len(self._buf) >= 4 + n:
+                    raw = bytes(self._buf[4 : 4 + n])
+                    del self._buf[: 4 + n]
+                    try:
+                        return json.loads(raw.decode("utf-8")), None
+                    except ValueError:
+                        return None, self._fail(Outcome(GARBAGE, message=f"the {self.spec.name} answered garbage"))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, self._fail(Outcome(TIMEOUT, message=f"the {self.spec.name} did not answer in time"))
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return None, self._fail(self._death())
+                self._buf.extend(chunk)
+
+    def _death(self) -> Outcome:
+        """Why the child's output ended: the signal that killed it, or its exit status."""
+        try:
+            code = self._proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - it closed its output but lives on: it is killed below
+            code = None
+        if code is not None and code < 0:
+            name = signal_name(-code)
+            return Outcome(CRASHED, message=f"the {self.spec.name} crashed ({name})", signal=name, exit_code=code)
+        return Outcome(EXITED, message=f"the {self.spec.name} exited ({code})", exit_code=code)
+
+    def _fail(self, outcome: Outcome) -> Outcome:
+        self._stop(count=True)
+        return outcome
+
+
+def _reap(proc: Any) -> None:
+    if proc.poll() is None:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+
+
+def _outcome(frame: Any) -> Outcome:
+    if not isinstance(frame, dict) or frame.get("kind") not in (OK, ERROR, MEMORY):
+        return Outcome(GARBAGE, message="the worker answered garbage")
+    if frame["kind"] == OK:
+        return Outcome(OK, value=frame.get("value"))
+    return Outcome(frame["kind"], message=str(frame.get("message") or ""), error_type=frame.get("type"))
+
+
+def signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+_SHARED: dict[str, Worker] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(spec: WorkerSpec) -> Worker:
+    """This process's one worker for ``spec`` (by name), closed at exit."""
+    with _SHARED_LOCK:
+        worker = _SHARED.get(spec.name)
+        if worker is None:
+            import atexit
+
+            worker = _SHARED[spec.name] = Worker(spec)
+            atexit.register(worker.close)
+        return worker
+
+
+# ---------------------------------------------------------------------------------------------- framing
+
+
+def _encode(obj: Any) -> bytes:
+    data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    return struct.pack(">I", len(data)) + data
+
+
+def _read_frame(stream: Any) -> Any:
+    head = stream.read(4)
+    if len(head) < 4:
+        raise EOFError
+    (n,) = struct.unpack(">I", head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return json.loads(data.decode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------- child
+
+
+def cap_address_space(headroom: int) -> None:
+    """Let this process grow by at most ``headroom`` bytes of address space from where it stands now (Linux
+    RLIMIT_AS, never above an existing hard limit): a worker that renders an untrusted template fails an
+    allocation instead of taking the machine's memory. Elsewhere a no-op: the caller's time bound still holds."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        want = current + headroom if hard == resource.RLIM_INFINITY else min(current + headroom, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    except (OSError, ValueError, ImportError):
+        pass
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    import importlib
+
+    module, _, name = target.partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def _peak_rss() -> int:
+    """This process's own peak resident memory. Not getrusage's ru_maxrss: Linux carries the parent's peak
+    across fork and exec into it, so a child of a 600 MB process could grow by 500 MB unseen."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _answer(fn: Callable[[Any], Any], peak_limit: int | None, item: Any) -> dict[str, Any]:
+    before = _peak_rss() if peak_limit is not None else 0
+    try:
+        value = fn(item)
+    except MemoryError:
+        return {"kind": MEMORY, "type": "MemoryError", "message": "out of memory"}
+    except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's answer, not the child's end
+        return {"kind": ERROR, "type": type(exc).__name__, "message": str(exc)[:2000]}
+    if peak_limit is not None and _peak_rss() - before > peak_limit:
+        # the peak stays where it is: only a fresh child can measure the next item
+        return {"kind": MEMORY, "message": f"grew by more than {peak_limit >> 20} MiB", "exit": True}
+    return {"kind": OK, "value": value}
+
+
+def _child_main() -> None:
+    """The child: ``argv[1]`` is its configuration (ops, setup, headroom); frames on stdin, answers on a copy
+    of the original stdout. Ends when stdin closes (the parent finished or died)."""
+    config = json.loads(sys.argv[1])
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+    try:
+        for target in config["setup"]:
+            _resolve(target)()
+        ops = {name: (_resolve(target), peak) for name, (target, peak) in config["ops"].items()}
+    except Exception as exc:  # noqa: BLE001 - reported as the start's failure rather than a silent death
+        _write(out, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return
+    if config["headroom"] is not None:
+        cap_address_space(int(config["headroom"]))
+    _write(out, {"ready": True})
+    while True:
+        try:
+            req = _read_frame(inp)
+        except EOFError:
+            return
+        fn, peak = ops.get(req.get("op"), (None, None))
+        for item in req.get("items", []):
+            if fn is None:
+                answer: dict[str, Any] = {"kind": ERROR, "message": f"unknown op {req.get('op')!r}"}
+            else:
+                answer = _answer(fn, peak, item)
+            _write(out, answer)
+            if answer.get("exit"):
+                return
+
+
+def _write(out: Any, answer: dict[str, Any]) -> None:
+    try:
+        data = _encode(answer)
+    except (TypeError, ValueError) as exc:  # an answer that is no JSON data (a lone surrogate in a string)
+        data = _encode({"kind": ERROR, "type": type(exc).__name__, "message": f"unserialisable answer: {exc}"})
+    out.write(data)
+    out.flush()

@@ -95,3 +95,11 @@ def test_generation_tag_and_namespace_guard() -> None:
 def test_output_bound_stops_while_streaming() -> None:
     with pytest.raises(jinja_env.OutputTooLarge):
         jinja_env.render("{% for i in range(100000) %}xxxxxxxxxx{% endfor %}", [], max_output=1000)
+
+
+def test_normalize_messages_is_transformers_own() -> None:
+    from transformers.utils import chat_template_utils as ctu
+
+    conv = probes.tool_round_trip_conversation(probes.tool_call(), None)
+    conv.append({"role": "assistant", "content": None, "tool_calls": None, "reasoning_content": "x"})
+    assert jinja_env.normalize_messages(conv) == ctu._normalize_chat_messages(conv)

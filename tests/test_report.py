@@ -141,6 +141,8 @@ def test_json_shape() -> None:
         "key": "tokenizer.chat_template",
         "sha256": "a" * 64,
         "tools_in_prompt": False,
+        "tools_engine": "",
+        "tools_with_system": None,
         "tools_static": False,
         "dialect": "chatml",
         "renders_tool_calls": False,

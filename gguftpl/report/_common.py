@@ -14,6 +14,8 @@ TEMPLATE_FIELDS = (
     "key",
     "sha256",
     "tools_in_prompt",
+    "tools_engine",
+    "tools_with_system",
     "tools_static",
     "dialect",
     "renders_tool_calls",

@@ -28,6 +28,12 @@ def _yes_no(value: Any) -> str:
     return {True: "yes", False: "no"}.get(value, "unknown")
 
 
+def _decided_by(t: Any) -> str:
+    """Whose verdict the template line shows (the finding GT211 says why there is none)."""
+    engine = getattr(t, "tools_engine", "")
+    return f" ({engine})" if engine else ""
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -75,7 +81,7 @@ class TextFormatter:
                 f"  template {self._s(printable(str(name)), bold=True)} ({printable(str(getattr(t, 'key', '?')))}, "
                 f"sha256 {sha}, "
                 f"dialect {getattr(t, 'dialect', '?')}, tools in prompt: "
-                f"{_yes_no(getattr(t, 'tools_in_prompt', None))})"
+                f"{_yes_no(getattr(t, 'tools_in_prompt', None))}{_decided_by(t)})"
             )
             out.extend(self._finding(f) for f in by_template.pop(name, []))
         for name, findings in by_template.items():  # a finding about a template not in the report

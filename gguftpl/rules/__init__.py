@@ -40,6 +40,7 @@ from gguftpl.rules.safety import (  # noqa: F401
 )
 from gguftpl.rules.template import (  # noqa: F401
     MESSAGE_DROPPED,
+    MESSAGE_SHAPE_CRASH,
     NO_CHAT_TEMPLATE,
     SYSTEM_ROLE_UNSUPPORTED,
     TEMPLATE_PARSE_ERROR,
@@ -59,8 +60,10 @@ from gguftpl.rules.tools import (  # noqa: F401
     TOOL_CALLS_NOT_RENDERED,
     TOOL_DATA_AS_PYTHON_REPR,
     TOOL_RESULTS_NOT_RENDERED,
+    TOOLS_NEED_SYSTEM_MESSAGE,
     TOOLS_NOT_RENDERED,
     TOOLS_PARTIALLY_RENDERED,
+    TOOLS_VERDICT_UNKNOWN,
 )
 from gguftpl.rules.upstream import (  # noqa: F401
     UPSTREAM_SPECIAL_TOKENS_DIFFER,

@@ -78,7 +78,7 @@ class FileContext:
 
     def tool_capable(self) -> list[str]:
         """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""
-        return [t.name for t in self.templates if t.name != "default" and t.tools_in_prompt]
+        return [t.name for t in self.templates if t.name != "default" and t.renders_tools]
 
     def special_text(self, role: str) -> str:
         from gguftpl.templates.templateset import special_token_text

@@ -76,6 +76,24 @@ LLAMACPP_HF_MISMATCH = register(
         fix="Review the first difference shown by `gguftpl verify FILE`; prefer constructs both engines agree on.",
     )
 )
+
+
+@check(LLAMACPP_HF_MISMATCH, "template")
+def engines_render_differently(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    """The audit's own comparison: every probe both engines rendered, transformers given llama.cpp's variables."""
+    for d in t.engine_differences:
+        yield ctx.finding(
+            LLAMACPP_HF_MISMATCH,
+            f"llama.cpp and transformers render different prompts for the {d.probe} conversation, from character "
+            f"{d.at} (line {d.line}): llama.cpp {d.llama[-60:]!r}… vs transformers {d.transformers[-60:]!r}…",
+            t,
+            evidence=f"llama.cpp:    {d.llama!r}\ntransformers: {d.transformers!r}\n"
+            f"normalised: {'; '.join(d.normalised)}",
+            probe=d.probe,
+            check="engine-agreement",
+        )
+
+
 LLAMACPP_CHATML_FALLBACK = register(
     Rule(
         "GT605",

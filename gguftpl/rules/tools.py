@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 def tools_missing(t: TemplateFacts) -> bool:
-    """The canary tool's schema did not reach the prompt (or nothing rendered and the AST shows no path)."""
-    return t.tools_in_prompt is False or (t.tools_in_prompt is None and t.tools_static is False)
+    """The canary tool's schema reaches no prompt: not the user-only one, not one with a system message."""
+    return t.tools_in_prompt is False and not t.tools_with_system
 
 
 TOOLS_NOT_RENDERED = register(
@@ -35,17 +35,26 @@ TOOLS_NOT_RENDERED = register(
 )
 
 
+_ENGINE_WORDS = {
+    "llama.cpp": "llama.cpp rendered it with a canary tool",
+    "transformers": "rendered with a canary tool",
+    "lenient": "rendered with a canary tool (in llama.cpp's lenient sandbox: transformers refuses it)",
+}
+
+
 @check(TOOLS_NOT_RENDERED, "template")
 def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     if not tools_missing(t) or t.tool_name_in_prompt:
         return
     if t.name == "default" and ctx.tool_capable():
         return  # GT205: llama.cpp switches to the tool-capable one
-    how = [
-        "rendered with a canary tool, neither its name nor its parameter description appears in the prompt"
-        if t.tools_in_prompt is False
-        else "the template could not be rendered"
-    ]
+    how = []
+    if t.tools_engine in _ENGINE_WORDS:
+        how.append(
+            f"{_ENGINE_WORDS[t.tools_engine]}: neither its name nor its parameter description appears in the prompt"
+        )
+    else:
+        how.append("the template could not be rendered")
     if t.tools_static is False:
         reads = t.static is not None and t.static.reads_tools
         how.append("the template reads `tools` only to test it" if reads else "the template never reads `tools`")
@@ -61,11 +70,12 @@ def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         TOOLS_NOT_RENDERED,
         message,
         t,
-        evidence=trim(t.prompts.get("tools", "")),
+        evidence=trim(t.tools_prompt()),
         fix=fix,
         severity=severity,
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
+        engine=t.tools_engine,
     )
 
 
@@ -89,7 +99,7 @@ def tools_partially_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Fin
             TOOLS_PARTIALLY_RENDERED,
             "the tool name reaches the prompt but its parameter descriptions do not",
             t,
-            evidence=around(t.prompts.get("tools", ""), probes.CANARY_TOOL_NAME),
+            evidence=around(t.tools_prompt(), probes.CANARY_TOOL_NAME),
         )
 
 
@@ -109,7 +119,7 @@ TOOL_CALLS_NOT_RENDERED = register(
 
 @check(TOOL_CALLS_NOT_RENDERED, "template")
 def tool_calls_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
-    if t.tools_in_prompt and t.renders_tool_calls is False:
+    if t.renders_tools and t.renders_tool_calls is False:
         yield ctx.finding(
             TOOL_CALLS_NOT_RENDERED,
             "tools are rendered, but an assistant message's tool_calls leave no trace in the prompt",
@@ -133,7 +143,7 @@ TOOL_RESULTS_NOT_RENDERED = register(
 
 @check(TOOL_RESULTS_NOT_RENDERED, "template")
 def tool_results_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
-    if not t.tools_in_prompt:
+    if not t.renders_tools:
         return
     if t.renders_tool_results is False:
         yield ctx.finding(
@@ -171,7 +181,7 @@ def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
         "llama.cpp (it switches templates when tools are passed), but Ollama import, LM Studio "
         "and llama-cpp-python's formatter read only the default and drop the tools",
         t,
-        evidence=trim(t.prompts.get("tools", "")),
+        evidence=trim(t.tools_prompt()),
         fix=f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
@@ -293,3 +303,65 @@ def call_id_in_place_of_name(t: TemplateFacts, ctx: FileContext) -> Iterator[Fin
         t,
         evidence=around(t.call.text, probes.CANARY_CALL_ID, 120),
     )
+
+
+TOOLS_NEED_SYSTEM_MESSAGE = register(
+    Rule(
+        "GT210",
+        "tools-need-system-message",
+        Severity.WARNING,
+        "The tool schemas reach the prompt only when the conversation has a system message.",
+        why="The template writes its tool block inside the system turn. A client that sends tools with a user "
+        "message alone (most agents' first request, OpenAI's own examples) gets a prompt without them: the "
+        "model never learns the tools exist, although the same template works for clients that send a system "
+        "prompt. `tools in prompt` reports the user-only case.",
+        example="`{% if messages[0].role == 'system' %}…{{ tools | tojson }}…{% endif %}`.",
+        fix="Send a system message with every tools request, or use a template that writes the tool block "
+        "when there is no system message too.",
+    )
+)
+
+
+@check(TOOLS_NEED_SYSTEM_MESSAGE, "template")
+def tools_need_system_message(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if not t.tools_need_system:
+        return
+    engine = "llama.cpp" if t.tools_engine == "llama.cpp" else "transformers"
+    yield ctx.finding(
+        TOOLS_NEED_SYSTEM_MESSAGE,
+        f"the tool schemas reach the prompt only with a system message ({engine}): a request with tools and a "
+        "user message alone gets none",
+        t,
+        evidence="user message + tools:\n"
+        + trim(t.tools_prompt(), 300)
+        + "\n\nsystem + user message + tools:\n"
+        + around(t.tools_with_system_prompt(), probes.CANARY_TOOL_NAME, 150),
+        engine=engine,
+    )
+
+
+TOOLS_VERDICT_UNKNOWN = register(
+    Rule(
+        "GT211",
+        "tools-verdict-unknown",
+        Severity.WARNING,
+        "Whether the tool schemas reach the prompt cannot be decided: no engine rendered a conversation with "
+        "tools and the AST does not rule it out.",
+        why="An unknown is not a pass: the template may drop the tools, and neither llama.cpp nor transformers "
+        "could show what it prints. The finding says why each engine failed.",
+        example="A template transformers refuses while xllamacpp is not installed, with a path from `tools` to "
+        "the output.",
+        fix="Install llama.cpp's bindings (`pip install 'gguftpl[llamacpp]'`) to let llama.cpp decide, or fix "
+        "the template so it renders.",
+    )
+)
+
+
+@check(TOOLS_VERDICT_UNKNOWN, "template")
+def tools_verdict_unknown(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if t.tools_in_prompt is None and not t.too_large and t.tools_undecided:
+        yield ctx.finding(
+            TOOLS_VERDICT_UNKNOWN,
+            f"cannot tell whether the tool schemas reach the prompt: {t.tools_undecided}",
+            t,
+        )

@@ -31,9 +31,11 @@ def analyze_template_text(
     bos_token: str = "",
     eos_token: str = "",
     key: str | None = None,
+    llamacpp: bool = False,
 ) -> TemplateFacts:
-    """The facts of one template text (see :func:`template_findings` for what is wrong with it)."""
-    return gather_facts(text, name=name, bos_token=bos_token, eos_token=eos_token, key=key)
+    """The facts of one template text (see :func:`template_findings` for what is wrong with it); with
+    ``llamacpp`` llama.cpp renders the probes too (when xllamacpp is installed) and decides the verdicts."""
+    return gather_facts(text, name=name, bos_token=bos_token, eos_token=eos_token, key=key, ask_llamacpp=llamacpp)
 
 
 def template_findings(facts: TemplateFacts, ctx: FileContext | None = None) -> list[Finding]:
@@ -85,7 +87,7 @@ def gather_set(
             facts = gather_facts(tpl.text, name=name, bos_token=bos, eos_token=eos, key=tpl.key, ask_llamacpp=ask)
             memo[fkey] = facts
             gathered += 1
-            asked += facts.llamacpp_asked
+            asked += facts.llamacpp is not None
         if (facts.name, facts.key) != (name, tpl.key):
             facts = dataclasses.replace(facts, name=name, key=tpl.key)
         out.append(facts)

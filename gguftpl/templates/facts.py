@@ -123,6 +123,55 @@ class TriggerTrial:
 
 
 @dataclass(frozen=True)
+class EngineRender:
+    """One probe conversation rendered by one engine."""
+
+    text: str | None = None
+    """The prompt, when it rendered."""
+    error: str | None = None
+    """Why it did not."""
+    overran: bool = False
+    """Stopped by a bound (time), not by the template's own error."""
+
+
+@dataclass(frozen=True)
+class LlamaCppFacts:
+    """What llama.cpp did with the template, loaded as a file's default template (in a bounded child)."""
+
+    load_error: str | None = None
+    """llama.cpp refuses to load it (its own words): llama-server would exit at startup."""
+    unchecked: str | None = None
+    """llama.cpp could not be asked (not a verdict about the template)."""
+    caps: dict[str, bool] = field(default_factory=dict)
+    """llama.cpp's capability probe of the template (``supports_tools``, ``supports_system_role`` …)."""
+    renders: dict[str, EngineRender] = field(default_factory=dict)
+    """Probe name (``probes.ENGINE_PROBES``) -> what llama.cpp rendered for it."""
+    dropped: tuple[str, ...] = ()
+    """``system message`` / ``assistant reply`` missing from llama.cpp's prompt."""
+    specials: tuple[str, str] = ("", "")
+    """The ``bos_token`` and ``eos_token`` llama.cpp passed to the template."""
+
+    def text(self, probe: str) -> str | None:
+        r = self.renders.get(probe)
+        return r.text if r is not None else None
+
+
+@dataclass(frozen=True)
+class EngineDifference:
+    """llama.cpp and transformers render different prompts for the same conversation."""
+
+    probe: str
+    at: int
+    """First differing character (of llama.cpp's prompt)."""
+    line: int
+    llama: str
+    """llama.cpp's text around the difference."""
+    transformers: str
+    normalised: tuple[str, ...] = ()
+    """What was made equal before comparing (BOS, date, thinking flag, clock text)."""
+
+
+@dataclass(frozen=True)
 class TemplateFacts:
     """Everything gguftpl observed about one template. Gathered once; rules only read it."""
 
@@ -141,14 +190,21 @@ class TemplateFacts:
     invisible: tuple[SourceIssue, ...] = ()
     """Invisible, bidi and NUL characters in the raw text."""
 
-    # -- behaviour under transformers' semantics (the canary probes)
+    # -- verdicts, each decided once from the engines (llama.cpp when it rendered, else transformers)
     tools_in_prompt: bool | None = None
-    """The canary tool's name AND parameter description reached the prompt rendered with tools; None when
-    that probe could not be rendered even leniently."""
+    """The canary tool's name AND parameter description reach the prompt of a user-only conversation sent with
+    tools, in the prompt of ``tools_engine``; None when no engine rendered it and the AST cannot tell."""
+    tools_engine: str = ""
+    """Whose verdict ``tools_in_prompt`` is: ``llama.cpp``, ``transformers``, ``lenient`` (transformers refused;
+    llama.cpp's leniencies rendered) or ``ast`` (nothing rendered; the AST shows no path from ``tools``)."""
+    tools_undecided: str = ""
+    """Why ``tools_in_prompt`` is None."""
     tool_name_in_prompt: bool | None = None
     tool_param_in_prompt: bool | None = None
-    tools_need_system: bool = False
-    """Tools reached the prompt only once a system message was added."""
+    tools_with_system: bool | None = None
+    """The tools reach the prompt once a system message is sent too (some templates write them only there)."""
+
+    # -- behaviour under transformers' semantics (the canary probes)
     requires_tools: bool = False
     """The template renders only when tools are passed (it iterates ``tools`` unconditionally)."""
     handles_generation_prompt: bool | None = None
@@ -172,6 +228,8 @@ class TemplateFacts:
     trigger: TriggerTrial | None = None
     render_errors: tuple[RenderFailure, ...] = ()
     """Probes transformers' renderer refused (excluding bound overruns)."""
+    strict: tuple[str, ...] = ()
+    """Probes transformers' renderer rendered itself (the rest of ``prompts`` came from the lenient sandbox)."""
     lenient: bool = False
     """Some probe rendered only in the lenient sandbox (llama.cpp's leniencies)."""
     overrun: RenderFailure | None = None
@@ -183,11 +241,10 @@ class TemplateFacts:
     prompts: dict[str, str] = field(default_factory=dict)
     """Rendered probe prompts (``plain``, ``tools``, ``system``, ``round_trip``, ``multi``), each trimmed."""
 
-    # -- llama.cpp
-    llamacpp_load_error: str | None = None
-    """llama.cpp refused to load this text as a chat template (its own words), when it was asked."""
-    llamacpp_asked: bool = False
-    """llama.cpp was asked to load this text (the template is one llama.cpp reads and xllamacpp is here)."""
+    # -- llama.cpp (None: not asked — not a template llama.cpp reads, a render bomb, or no xllamacpp)
+    llamacpp: LlamaCppFacts | None = None
+    engine_differences: tuple[EngineDifference, ...] = ()
+    """Conversations llama.cpp and transformers both render, into different prompts."""
 
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -199,6 +256,31 @@ class TemplateFacts:
     @property
     def call_text(self) -> str:
         return self.call.text if self.call is not None else ""
+
+    def tools_prompt(self) -> str:
+        """The prompt ``tools_in_prompt`` was read from ('' when none was)."""
+        if self.tools_engine == "llama.cpp" and self.llamacpp is not None:
+            return self.llamacpp.text("tools") or ""
+        return self.prompts.get("tools", "") if self.tools_engine in ("transformers", "lenient") else ""
+
+    def tools_with_system_prompt(self) -> str:
+        """The prompt of the conversation with a system message and tools (llama.cpp's first)."""
+        llama = self.llamacpp.text("tools with system") if self.llamacpp is not None else None
+        return llama if llama is not None else self.prompts.get("tools with system", "")
+
+    @property
+    def tools_need_system(self) -> bool:
+        """Tools reach the prompt only once a system message is sent too."""
+        return bool(self.tools_with_system) and not self.tools_in_prompt
+
+    @property
+    def renders_tools(self) -> bool:
+        """The template can put the tool schemas in the prompt (with or without a system message)."""
+        return bool(self.tools_in_prompt or self.tools_with_system)
+
+    @property
+    def llamacpp_load_error(self) -> str | None:
+        return self.llamacpp.load_error if self.llamacpp is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``from_dict`` reads it back); ``tools_static`` is included for readers."""

@@ -16,6 +16,9 @@ from gguftpl import limits
 from gguftpl.templates import probes
 from gguftpl.templates.facts import (
     CallFacts,
+    EngineDifference,
+    EngineRender,
+    LlamaCppFacts,
     RenderFailure,
     ReprLeak,
     SourceIssue,
@@ -26,6 +29,8 @@ from gguftpl.templates.facts import (
     trim,
 )
 from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+from gguftpl.templates.jinja_env import normalize_messages
+from gguftpl.templates.verdicts import dropped_messages, tools_verdict, tools_with_system
 
 PROMPT_KEEP = 65536
 """Characters of each probe prompt kept in the facts."""
@@ -51,6 +56,8 @@ class _Renderer:
         self.overrun: RenderFailure | None = None
         self.lenient_used = False
         self.errors: list[RenderFailure] = []
+        self.strict: set[str] = set()
+        """Probes transformers' renderer rendered itself."""
 
     def render(
         self,
@@ -63,7 +70,9 @@ class _Renderer:
         if self.overrun is not None:
             return None
         try:
-            return render_hf(self.text, messages, tools, agp, self.bos, self.eos)
+            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos)
+            self.strict.add(label)
+            return out
         except TemplateRenderError as e:
             failure = _failure(label, e, self.text)
             if failure.overran:
@@ -115,8 +124,9 @@ def gather_facts(
     key: str | None = None,
     ask_llamacpp: bool = False,
 ) -> TemplateFacts:
-    """Every fact about ``text``. ``ask_llamacpp`` also asks llama.cpp (when xllamacpp is installed) whether
-    it loads the text as a chat template (``llamacpp_load_error``)."""
+    """Every fact about ``text``. ``ask_llamacpp`` also has llama.cpp (when xllamacpp is installed) load the text
+    as a file's default template and render the probe conversations (``llamacpp``); the verdicts are then
+    llama.cpp's where it rendered (``templates.verdicts``)."""
     from gguftpl.templates import safety
     from gguftpl.templates.templateset import sha256_text, template_key
 
@@ -131,16 +141,23 @@ def gather_facts(
     ast = _static_facts(draft, text)
     draft.set(invisible=tuple(_issue(i) for i in safety.invisible_characters(text)))
     draft.timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
+    r = _Renderer(text, bos_token, eos_token)
     if ast is None:
         _dialect_without_ast(draft, text)
     else:
         t1 = time.perf_counter()
-        _behaviour(draft, text, ast, bos_token, eos_token)
+        _behaviour(draft, r, text, ast)
         draft.timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
+    llama = None
     if ask_llamacpp and not _is_bomb(draft):
         # llama.cpp renders the template at load without limits: a bomb would cost a crashed worker or the
         # whole timeout and say nothing the bounded renderer has not
-        _llamacpp_load(draft, text)
+        t2 = time.perf_counter()
+        llama = _llamacpp(text, bos_token, eos_token)
+        draft.timings["llamacpp"] = round((time.perf_counter() - t2) * 1000, 2)
+    _decide(draft, r, llama)
+    if llama is not None and ast is not None:
+        draft.set(engine_differences=_engine_differences(text, llama))
     return draft.freeze(t0)
 
 
@@ -193,50 +210,50 @@ def _dialect_without_ast(draft: _Draft, text: str) -> None:
     draft.set(dialect=found if source or not text.strip() else "unknown", dialect_source=source)
 
 
-def _behaviour(draft: _Draft, text: str, ast: Any, bos: str, eos: str) -> None:
-    r = _Renderer(text, bos, eos)
+def _behaviour(draft: _Draft, r: _Renderer, text: str, ast: Any) -> None:
+    """Every probe under transformers' semantics (the lenient sandbox where transformers refuses one)."""
     base_tools = _tools_probes(draft, r)
     _generation_prompt(draft, r, base_tools)
     _system_probe(draft, r, base_tools)
-    call, content = _call_probe(draft, r, text, bos, eos)
+    call, content = _call_probe(draft, r, text, r.bos, r.eos)
     _round_trip(draft, r, call, content)
-    _multi_turn(draft, r, base_tools, eos)
-    _dropped_messages(draft)
+    _multi_turn(draft, r, base_tools, r.eos)
+    _shape_probes(r)
+    draft.set(dropped=dropped_messages(draft.prompts.get("system"), draft.prompts.get("multi")))
     _trigger_trials(draft, r, ast, base_tools)
     _python_repr(draft)
-    _markers_and_dialect(draft, bos)
-    draft.set(render_errors=tuple(r.errors), lenient=r.lenient_used, overrun=r.overrun)
+    _markers_and_dialect(draft, r.bos)
 
 
 def _tools_probes(draft: _Draft, r: _Renderer) -> list[dict[str, Any]] | None:
-    """The plain probe and the canary-tool probe; returns the tools every later probe passes (the canary
-    for a template that renders only with tools, else None)."""
-    plain = r.render("plain", probes.plain_conversation(), agp=True)
-    with_tools = r.render("tools", probes.tools_conversation(), tools=probes.canary_tools())
+    """The plain probe and the canary-tool probe (user-only, and with a system message when the tools are not
+    in the user-only prompt); returns the tools every later probe passes (the canary for a template that
+    renders only with tools, else None)."""
+    plain = r.render(probes.PLAIN, probes.plain_conversation(), agp=True)
+    with_tools = r.render(probes.TOOLS, probes.tools_conversation(), tools=probes.canary_tools())
+    shown = with_tools
     if with_tools is not None and probes.CANARY_TOOL_NAME not in with_tools:
         # Some templates write the tool block only inside a system turn: try with one (folded if refused).
         system_conv = probes.plain_conversation(system=True)
         before = len(r.errors)
-        alt = r.render("tools with system", system_conv, tools=probes.canary_tools(), fallback=False)
+        alt = r.render(probes.TOOLS_WITH_SYSTEM, system_conv, tools=probes.canary_tools(), fallback=False)
         if alt is None and r.overrun is None:
-            alt = r.render("tools with system", probes.fold_system(system_conv), tools=probes.canary_tools())
+            alt = r.render(probes.TOOLS_WITH_SYSTEM, probes.fold_system(system_conv), tools=probes.canary_tools())
         del r.errors[before:]
-        if alt is not None and probes.CANARY_TOOL_NAME in alt:
-            draft.set(tools_need_system=True)
-            with_tools = alt
+        if alt is not None:
+            draft.prompts["tools with system"] = alt
+            if probes.CANARY_TOOL_NAME in alt:
+                shown = alt
     base_tools: list[dict[str, Any]] | None = None
-    if plain is None and with_tools is not None:
+    if plain is None and shown is not None:
         # Some tool templates (Hermes tool_use) iterate `tools` unconditionally: probe them with tools.
         base_tools = probes.canary_tools()
         draft.set(requires_tools=True)
-        plain = with_tools
+        plain = shown
     if plain is not None:
         draft.prompts["plain"] = plain
     if with_tools is not None:
         draft.prompts["tools"] = with_tools
-        name_in = probes.CANARY_TOOL_NAME in with_tools
-        param_in = probes.CANARY_PARAM_TOKEN in with_tools
-        draft.set(tools_in_prompt=name_in and param_in, tool_name_in_prompt=name_in, tool_param_in_prompt=param_in)
     return base_tools
 
 
@@ -343,17 +360,19 @@ def _multi_turn(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | 
         draft.set(end_of_turn=tokens.end_of_turn_marker(multi, probes.CANARY_ASSISTANT, eos))
 
 
-def _dropped_messages(draft: _Draft) -> None:
-    """A probe that rendered without error but lost a message's text: the system probe's system text, or
-    the multi-turn probe's assistant reply (both strings no template contains). Only when the user's text
-    did reach the prompt: a template that renders no message at all is a different failure."""
-    checks = (("system", probes.CANARY_SYSTEM, "system message"), ("multi", probes.CANARY_ASSISTANT, "assistant reply"))
-    dropped = []
-    for probe, canary, what in checks:
-        prompt = draft.prompts.get(probe)
-        if prompt is not None and canary not in prompt and probes.CANARY_USER in prompt:
-            dropped.append(what)
-    draft.set(dropped=tuple(dropped))
+def _shape_probes(r: _Renderer) -> None:
+    """The message shapes OpenAI-compatible clients send (``probes.SHAPE_PROBES``), under transformers'
+    renderer itself, each where its plain twin renders: a refusal is recorded as that probe's error."""
+    shapes = {name: (msgs, tools, agp) for name, msgs, tools, agp in probes.engine_probes()}
+    for name, twin in probes.SHAPE_PROBES.items():
+        msgs, tools, agp = shapes[twin]
+        if twin != probes.PLAIN and r.quietly(twin, msgs, tools=tools, agp=agp, fallback=False) is None:
+            continue
+        if twin == probes.PLAIN and twin not in r.strict:
+            continue
+        msgs, tools, agp = shapes[name]
+        # as apply_chat_template sends it: the null key dropped (what the raw shape does is llama.cpp's probe)
+        r.render(name, normalize_messages(msgs), tools=tools, agp=agp, fallback=False)
 
 
 def _trigger_trials(draft: _Draft, r: _Renderer, ast: Any, tools: list[dict[str, Any]] | None) -> None:
@@ -386,8 +405,11 @@ def _python_repr(draft: _Draft) -> None:
     (or the call's argument) between single quotes right after its quoted key. Neither string occurs in
     any template, so finding that exact repr proves the template printed the canary's own data that way."""
     call = draft.fields.get("call")
+    shown = draft.prompts.get("tools") or ""
+    if probes.CANARY_TOOL_NAME not in shown:
+        shown = draft.prompts.get("tools with system") or shown
     checks = (
-        (draft.prompts.get("tools") or "", "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema"),
+        (shown, "description", probes.CANARY_PARAM_DESCRIPTION, "the tool schema"),
         (call.text if call else "", probes.CANARY_PARAM_NAME, probes.CANARY_ARG_VALUE, "a tool call's arguments"),
     )
     leaks = []
@@ -404,7 +426,7 @@ def _markers_and_dialect(draft: _Draft, bos: str) -> None:
 
     call = draft.fields.get("call")
     call_text = call.text if call else ""
-    rendered = [draft.prompts.get(k) for k in ("plain", "tools", "round_trip", "multi")]
+    rendered = [draft.prompts.get(k) for k in ("plain", "tools", "tools with system", "round_trip", "multi")]
     draft.set(markers=tuple(tokens.control_markers([p for p in [*rendered, call_text] if p])))
     plain = draft.prompts.get("plain")
     draft.set(starts_with_bos=bool(bos) and plain is not None and plain.startswith(bos))
@@ -415,13 +437,66 @@ def _markers_and_dialect(draft: _Draft, bos: str) -> None:
     draft.set(dialect=found, dialect_source=source)
 
 
-def _llamacpp_load(draft: _Draft, text: str) -> None:
-    """Ask llama.cpp (in its bounded child) whether it loads this text; skipped without xllamacpp."""
+def _llamacpp(text: str, bos: str, eos: str) -> LlamaCppFacts | None:
+    """llama.cpp loads the text as a file's default template (its own bos/eos) and renders every engine
+    probe, in its bounded child; None without xllamacpp."""
     from gguftpl.errors import LlamaCppError
-    from gguftpl.verify.parsecheck import parse_check
+    from gguftpl.verify.parsecheck import Probe, llamacpp_renders
 
+    asked = [Probe(n, msgs, tools, agp) for n, msgs, tools, agp in probes.engine_probes()]
     try:
-        answers = parse_check([text])
+        answer = llamacpp_renders(text, (bos, eos), asked)
     except LlamaCppError:  # xllamacpp not installed: the facts say llama.cpp was not asked
-        return
-    draft.set(llamacpp_asked=True, llamacpp_load_error=answers.get(draft.fields["sha256"]))
+        return None
+    renders = {
+        name: EngineRender(r.get("text"), r.get("error"), bool(r.get("overran")))
+        for name, r in (answer.get("renders") or {}).items()
+    }
+    system, multi = renders.get(probes.SYSTEM), renders.get(probes.MULTI)
+    return LlamaCppFacts(
+        load_error=answer.get("error"),
+        unchecked=answer.get("unchecked"),
+        caps=dict(answer.get("caps") or {}),
+        renders=renders,
+        dropped=dropped_messages(system.text if system else None, multi.text if multi else None),
+        specials=tuple(answer.get("specials") or ("", "")),
+    )
+
+
+def _decide(draft: _Draft, r: _Renderer, llama: LlamaCppFacts | None) -> None:
+    """The verdicts, each from the engine that decides it (``templates.verdicts``)."""
+    strict = tuple(sorted(r.strict))
+    tools_error = next((e.message for e in r.errors if e.probe == probes.TOOLS), None)
+    static = draft.fields.get("static")
+    draft.set(**tools_verdict(llama, draft.prompts, strict, static, tools_error))
+    draft.set(tools_with_system=tools_with_system(llama, draft.prompts), llamacpp=llama, strict=strict)
+    draft.set(render_errors=tuple(r.errors), lenient=r.lenient_used, overrun=r.overrun)
+
+
+def _engine_differences(text: str, llama: LlamaCppFacts) -> tuple[EngineDifference, ...]:
+    """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
+    (verify.compare), whose prompts still differ."""
+    from gguftpl.verify.compare import compare_prompts
+
+    bos, eos = llama.specials
+    shapes = {name: (msgs, tools) for name, msgs, tools, _agp in probes.engine_probes()}
+    out = []
+    for name in (probes.PLAIN, probes.TOOLS, probes.ROUND_TRIP):
+        prompt = llama.text(name)
+        if prompt is None:
+            continue
+        msgs, tools = shapes[name]
+        ag = compare_prompts(text, msgs, tools, prompt, bos, eos)
+        if ag.hf_error is None and not ag.identical and ag.hf_prompt is not None:
+            at = ag.first_difference or 0
+            out.append(
+                EngineDifference(
+                    probe=name,
+                    at=at,
+                    line=prompt.count("\n", 0, at) + 1,
+                    llama=prompt[max(0, at - 40) : at + 80],
+                    transformers=ag.hf_prompt[max(0, at - 40) : at + 80],
+                    normalised=tuple(ag.normalised),
+                )
+            )
+    return tuple(out)

@@ -2,12 +2,13 @@
 
 Templates come from untrusted files. transformers renders them in jinja2's ``ImmutableSandboxedEnvironment``,
 which stops attribute tricks but not a loop that never ends, nor a template that prints gigabytes. So every
-render runs in one persistent worker process (:mod:`gguftpl.worker`, op ``render``) that has imported
-transformers once; the parent waits with a timeout and the worker is killed when a render overruns. The worker
-counts output while it streams and caps its own address space, so a megabyte-printing template fails fast
-with a clear error instead of eating the machine.
+render runs in one persistent worker process (:mod:`gguftpl.worker`, op ``render``); the parent waits with a
+timeout and the worker is killed when a render overruns. The worker counts output while it streams and caps
+its own address space, so a megabyte-printing template fails fast with a clear error instead of eating the
+machine.
 
-Rendering itself is transformers' ``render_jinja_template`` (same environment, filters, globals).
+Rendering itself is transformers' ``render_jinja_template`` rebuilt on jinja2 (:mod:`gguftpl.templates.jinja_env`,
+proven byte-equal over the corpus), so the worker starts without importing transformers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from typing import Any
 
 from gguftpl import worker
@@ -27,7 +27,7 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_OUTPUT = 1 << 20
 """Characters one render may produce. Real prompts with tools are tens of kilobytes."""
 STARTUP_TIMEOUT = 120.0
-"""Seconds the worker may take to import transformers (slow on a busy 2-core machine)."""
+"""Seconds the worker may take to start and import jinja2 (slow on a busy 2-core machine)."""
 _MEMORY_HEADROOM = 1536 << 20
 """Bytes of address space the worker may grow by after its imports."""
 
@@ -61,11 +61,7 @@ def _spec() -> WorkerSpec:
         setup=("gguftpl.templates.hfrender:_worker_setup",),
         memory_headroom=_MEMORY_HEADROOM,
         startup_timeout=STARTUP_TIMEOUT,
-        env={
-            "TRANSFORMERS_VERBOSITY": "error",
-            "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
-            "PYTHONWARNINGS": "ignore",
-        },
+        env={"PYTHONWARNINGS": "ignore"},
     )
 
 
@@ -144,7 +140,7 @@ def _worker_setup() -> None:
     import warnings
 
     warnings.simplefilter("ignore")
-    from transformers.utils import chat_template_utils  # noqa: F401 - imported once, before the memory cap
+    from gguftpl.templates import jinja_env  # noqa: F401 - jinja2, imported once, before the memory cap
 
 
 def _render_op(req: dict[str, Any]) -> dict[str, Any]:
@@ -154,10 +150,6 @@ def _render_op(req: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError):  # e.g. a lone surrogate printed by the template
         return {"ok": False, "kind": "render", "type": "TypeError", "message": "unserialisable output", "line": None}
     return reply
-
-
-class _OutputTooLarge(Exception):
-    pass
 
 
 def _template_line(exc: BaseException) -> int | None:
@@ -174,178 +166,78 @@ def _template_line(exc: BaseException) -> int | None:
     return found
 
 
+def _failure(kind: str, exc: BaseException | None, message: str, line: int | None = None) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "kind": kind,
+        "type": type(exc).__name__ if exc is not None else None,
+        "message": message[:2000],
+        "line": line,
+    }
+
+
 _COMPILE_FAILURES: dict[tuple[bytes, bool], dict[str, Any]] = {}
 _MAX_COMPILE_FAILURES = 64
 
 
 def _worker_render(req: dict[str, Any]) -> dict[str, Any]:
-    import jinja2
-    from jinja2.exceptions import SecurityError, TemplateSyntaxError
-    from transformers.utils import chat_template_utils as ctu
-
     text = req["template"]
-    limit = int(req.get("max_output") or DEFAULT_MAX_OUTPUT)
     lenient = bool(req.get("lenient"))
-    # A template that fails to compile fails the same way every time; transformers caches only successes,
-    # so without this an audit recompiled it for every probe (a 50,000-term expression: ~2 s each, 30+ renders).
+    compiled = _compile(text, lenient)
+    if isinstance(compiled, dict):
+        return compiled
+    return _render(compiled, req, int(req.get("max_output") or DEFAULT_MAX_OUTPUT))
+
+
+def _compile(text: str, lenient: bool) -> Any:
+    """The compiled template, or the failure dict. A template that fails to compile fails the same way every
+    time, and compile caches only successes: without this memo an audit recompiled it for every probe (a
+    50,000-term expression: ~2 s each, 30+ renders)."""
+    from jinja2.exceptions import TemplateSyntaxError
+
+    from gguftpl.templates import jinja_env
+
     key = (hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), lenient)
     failed = _COMPILE_FAILURES.get(key)
     if failed is not None:
         return failed
     try:
-        compiled = _lenient_compile(text) if lenient else ctu._compile_jinja_template(text)
+        return jinja_env.compile_template(text, lenient)
     except TemplateSyntaxError as e:
-        failed = {
-            "ok": False,
-            "kind": "syntax",
-            "type": type(e).__name__,
-            "message": e.message or str(e),
-            "line": e.lineno,
-        }
-    except MemoryError:
-        failed = {
-            "ok": False,
-            "kind": "memory",
-            "type": "MemoryError",
-            "message": "out of memory compiling",
-            "line": None,
-        }
+        failed = _failure("syntax", e, e.message or str(e), e.lineno)
+    except MemoryError as e:
+        failed = _failure("memory", e, "out of memory compiling")
     except Exception as e:  # a hostile template can raise anything while compiling (constant folding)
-        failed = {
-            "ok": False,
-            "kind": "render",
-            "type": type(e).__name__,
-            "message": str(e)[:2000],
-            "line": _template_line(e),
-        }
-    if failed is not None:
-        if len(_COMPILE_FAILURES) >= _MAX_COMPILE_FAILURES:
-            _COMPILE_FAILURES.pop(next(iter(_COMPILE_FAILURES)))
-        _COMPILE_FAILURES[key] = failed
-        return failed
+        failed = _failure("render", e, str(e), _template_line(e))
+    if len(_COMPILE_FAILURES) >= _MAX_COMPILE_FAILURES:
+        _COMPILE_FAILURES.pop(next(iter(_COMPILE_FAILURES)))
+    _COMPILE_FAILURES[key] = failed
+    return failed
 
-    def bounded_render(*args: Any, **kw: Any) -> str:
-        # Template.render, streamed, so a template printing gigabytes stops at `limit` characters.
-        ctx = compiled.new_context(dict(*args, **kw))
-        parts: list[str] = []
-        total = 0
-        try:
-            for chunk in compiled.root_render_func(ctx):
-                total += len(chunk)
-                if total > limit:
-                    raise _OutputTooLarge
-                parts.append(chunk)
-        except _OutputTooLarge:
-            raise
-        except Exception:
-            return compiled.environment.handle_exception()
-        return compiled.environment.concat(parts)  # type: ignore[attr-defined,no-any-return]
+
+def _render(compiled: Any, req: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Render with transformers' inputs, streamed, so a template printing gigabytes stops at ``limit``."""
+    from jinja2.exceptions import SecurityError
+
+    from gguftpl.templates import jinja_env
 
     try:
-        if lenient:
-            rendered = bounded_render(
-                messages=req["messages"],
-                tools=req.get("tools"),
-                documents=None,
-                add_generation_prompt=bool(req.get("add_generation_prompt")),
-                **req.get("kwargs", {}),
-            )
-        else:
-            if isinstance(compiled, jinja2.Template):
-                compiled.render = bounded_render  # type: ignore[method-assign]
-            out = ctu.render_jinja_template(
-                conversations=[req["messages"]],
-                tools=req.get("tools"),
-                chat_template=text,
-                add_generation_prompt=bool(req.get("add_generation_prompt")),
-                **req.get("kwargs", {}),
-            )
-            rendered = out[0][0]  # (prompts, generation indices); annotated `str` upstream
-    except _OutputTooLarge:
-        return {
-            "ok": False,
-            "kind": "too_large",
-            "type": "OutputTooLarge",
-            "message": f"rendered output exceeded {limit} characters and was stopped",
-            "line": None,
-        }
-    except MemoryError:
-        return {
-            "ok": False,
-            "kind": "memory",
-            "type": "MemoryError",
-            "message": "out of memory while rendering",
-            "line": None,
-        }
-    except RecursionError as e:
-        return {"ok": False, "kind": "render", "type": "RecursionError", "message": str(e), "line": _template_line(e)}
+        variables = jinja_env.template_inputs(
+            req["messages"], req.get("tools"), bool(req.get("add_generation_prompt")), **req.get("kwargs", {})
+        )
+        parts: list[str] = []
+        total = 0
+        for chunk in jinja_env.render_chunks(compiled, variables):
+            total += len(chunk)
+            if total > limit:
+                raise jinja_env.OutputTooLarge
+            parts.append(chunk)
+    except jinja_env.OutputTooLarge as e:
+        return _failure("too_large", e, f"rendered output exceeded {limit} characters and was stopped")
+    except MemoryError as e:
+        return _failure("memory", e, "out of memory while rendering")
     except SecurityError as e:
-        return {
-            "ok": False,
-            "kind": "security",
-            "type": type(e).__name__,
-            "message": str(e)[:2000],
-            "line": _template_line(e),
-        }
-    except Exception as e:
-        return {
-            "ok": False,
-            "kind": "render",
-            "type": type(e).__name__,
-            "message": str(e)[:2000],
-            "line": _template_line(e),
-        }
-    if len(rendered) > limit:
-        return {
-            "ok": False,
-            "kind": "too_large",
-            "type": "OutputTooLarge",
-            "message": f"rendered output exceeded {limit} characters",
-            "line": None,
-        }
-    return {"ok": True, "text": rendered}
-
-
-_LENIENT_ENV: Any = None
-
-
-def _lenient_compile(text: str) -> Any:
-    """transformers' environment with llama.cpp's leniencies: mutable lists (``append``) and a ``tojson``
-    that accepts generators (``map`` results). Still sandboxed: attribute access rules are jinja2's."""
-    global _LENIENT_ENV
-    if _LENIENT_ENV is None:
-        import jinja2.ext
-        from jinja2.sandbox import SandboxedEnvironment
-        from transformers.utils import chat_template_utils as ctu
-
-        from gguftpl.templates.static import make_parse_env
-
-        reference = ctu._compile_jinja_template("").environment
-        gen_ext = next(type(e) for e in make_parse_env().extensions.values() if "generation" in e.tags)
-        env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[gen_ext, jinja2.ext.loopcontrols])
-        env.globals.update({k: reference.globals[k] for k in ("raise_exception", "strftime_now", "dict", "namespace")})
-        # llama.cpp's range has no MAX_RANGE: jinja2's sandbox refusing range(10**9) at once hid a loop that
-        # runs (and allocates) for minutes there. A lazy range runs into the time and size bounds instead.
-        env.globals["range"] = range
-
-        def tojson(
-            x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
-        ) -> str:
-            def default(o: Any) -> Any:
-                if hasattr(o, "__iter__") and not isinstance(o, (str, bytes, dict)):
-                    return list(o)
-                raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-            return json.dumps(
-                x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys, default=default
-            )
-
-        env.filters["tojson"] = tojson
-        _LENIENT_ENV = env
-    return _lenient_from_string(text)
-
-
-@functools.lru_cache(maxsize=16)
-def _lenient_from_string(text: str) -> Any:
-    # as transformers caches its own compiles: a lenient audit renders one template a dozen times
-    return _LENIENT_ENV.from_string(text)
+        return _failure("security", e, str(e), _template_line(e))
+    except Exception as e:  # the template's own error (RecursionError included): a verdict, not a crash
+        return _failure("render", e, str(e), _template_line(e))
+    return {"ok": True, "text": "".join(parts)}

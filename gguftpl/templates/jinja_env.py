@@ -167,6 +167,18 @@ def _alias_reasoning(messages: list[Any]) -> list[Any]:
     return out
 
 
+def normalize_messages(messages: list[Any]) -> list[Any]:
+    """What ``apply_chat_template`` does to a conversation before rendering it (transformers 5.x,
+    ``_normalize_chat_messages``): drop every key whose value is None. OpenAI's API returns ``content: null``
+    beside ``tool_calls``; many templates crash on None but handle a missing key."""
+    out = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
+        out.append({k: v for k, v in message.items() if v is not None})
+    return out
+
+
 def template_inputs(
     messages: list[Any],
     tools: list[Any] | None,

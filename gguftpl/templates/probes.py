@@ -116,3 +116,40 @@ def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
             return rest
     return [{"role": "user", "content": prefix}, *rest]
+
+
+# Probes both engines render (transformers in the render worker, llama.cpp in the parse-check worker), by name.
+PLAIN = "plain"
+TOOLS = "tools"
+TOOLS_WITH_SYSTEM = "tools with system"
+SYSTEM = "system message"
+MULTI = "multi-turn"
+ROUND_TRIP = "tool round trip"
+NULL_CONTENT = "tool call with null content"
+"""The OpenAI shape of an assistant turn that calls a tool: ``content`` is null."""
+TEXT_PARTS = "content as text parts"
+"""The OpenAI shape of content as a list of parts: ``[{"type": "text", "text": …}]``."""
+
+
+def text_parts_conversation() -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "text", "text": CANARY_USER}]}]
+
+
+def engine_probes() -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, bool]]:
+    """(name, messages, tools, add_generation_prompt) of every conversation llama.cpp renders for the facts."""
+    tools = canary_tools()
+    return [
+        (PLAIN, plain_conversation(), None, True),
+        (TOOLS, tools_conversation(), tools, True),
+        (TOOLS_WITH_SYSTEM, plain_conversation(system=True), tools, True),
+        (SYSTEM, plain_conversation(system=True), None, True),
+        (MULTI, multi_turn_conversation(), None, True),
+        (ROUND_TRIP, tool_round_trip_conversation(tool_call(), ""), tools, True),
+        (NULL_CONTENT, tool_round_trip_conversation(tool_call(), None), tools, True),
+        (TEXT_PARTS, text_parts_conversation(), None, True),
+    ]
+
+
+SHAPE_PROBES = {NULL_CONTENT: ROUND_TRIP, TEXT_PARTS: PLAIN}
+"""Probes of message shapes OpenAI-compatible clients send -> the same conversation in the plain shape. A shape
+probe says something only where its plain twin renders: then the shape alone makes the template raise."""

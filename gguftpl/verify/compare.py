@@ -46,7 +46,23 @@ def compare_engines(
     tools: list[dict[str, Any]] | None,
     llama_prompt: str | None = None,
 ) -> Agreement:
-    """Render the same request with llama.cpp and with Hugging Face semantics (``render_hf``) and compare.
+    """Render the same request with llama.cpp (the session) and with Hugging Face semantics and compare
+    (:func:`compare_prompts`)."""
+    if llama_prompt is None:
+        llama_prompt = s.apply_template(messages, tools)
+    return compare_prompts(template_text, messages, tools, llama_prompt, s.bos_token, s.eos_token)
+
+
+def compare_prompts(
+    template_text: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    llama_prompt: str,
+    bos: str,
+    eos: str,
+) -> Agreement:
+    """Render with Hugging Face semantics (``render_hf``) the request llama.cpp rendered as ``llama_prompt``
+    (passing the ``bos``/``eos`` texts llama.cpp reports) and compare.
 
     Normalised, and only this: (1) HF gets the variables llama.cpp passes to every template — the same
     ``bos_token``/``eos_token`` strings llama.cpp reports, ``date_string`` (today, ``%d %b %Y``) and
@@ -60,9 +76,6 @@ def compare_engines(
     from gguftpl.templates.hfrender import TemplateRenderError, render_hf
 
     window_end = time.time()
-    if llama_prompt is None:
-        llama_prompt = s.apply_template(messages, tools)
-    bos, eos = s.bos_token, s.eos_token
     best: Agreement | None = None
     for thinking in (False, True):
         norm = [f"date_string={llamacpp_date_string()!r}", f"enable_thinking={str(thinking).lower()}"]

@@ -31,7 +31,10 @@ SPEC = WorkerSpec(
     # llama.cpp swallows the std::bad_alloc of its load-time render under the address-space cap and loads
     # anyway; the caller, which renders without the cap, would then take all of the machine's memory: so the
     # child's peak growth is the verdict
-    ops={"load": Op("gguftpl.verify.parsecheck:_load_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2)},
+    ops={
+        "load": Op("gguftpl.verify.parsecheck:_load_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
+        "apply": Op("gguftpl.verify.parsecheck:_apply_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
+    },
     setup=("gguftpl.verify.parsecheck:_child_setup",),
     memory_headroom=_PARSE_MEMORY_HEADROOM,
     env={"GGUFTPL_LLAMACPP_VERBOSITY": "0"},
@@ -81,6 +84,63 @@ def parse_check_worker() -> Worker:
 
 
 # ---------------------------------------------------------------------------------------------- parent
+
+
+RENDER_TIMEOUT = 5.0
+"""Seconds llama.cpp may take to render one probe conversation (real templates take milliseconds)."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One conversation for llama.cpp to render (``POST /apply-template``)."""
+
+    name: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = True
+
+
+def llamacpp_renders(
+    text: str,
+    specials: tuple[str, str],
+    probes: Sequence[Probe],
+    *,
+    timeout: float = PARSE_CHECK_TIMEOUT,
+    render_timeout: float = RENDER_TIMEOUT,
+) -> dict[str, Any]:
+    """What llama.cpp does with ``text`` as a file's default template whose BOS and EOS are ``specials``:
+    ``{"error": refusal}`` when it will not load it, ``{"unchecked": why}`` when it could not be asked, else
+    ``{"error": None, "caps": {...}, "renders": {probe name: {"text": prompt} | {"error": message}}}``. All of
+    it in the parse-check child: the load under ``timeout``, each render under ``render_timeout``; after a render
+    that overran, the later probes are not rendered (``{"error": …"not rendered"}``)."""
+    from gguftpl.templates.templateset import sha256_text
+    from gguftpl.verify.session import require_xllamacpp
+
+    require_xllamacpp()
+    pool = parse_check_worker()
+    base = {"text": text, "bos": specials[0], "eos": specials[1]}
+    loaded = _answer(pool.ask("load", base, timeout), timeout)
+    with _VERDICTS.lock:  # the load verdict is parse_check's too: one load counted, one verdict remembered
+        _VERDICTS.loads += 1
+        if "unchecked" not in loaded:
+            _VERDICTS.memo[sha256_text(text)] = loaded.get("error")
+    if loaded.get("error") or "unchecked" in loaded:
+        return {k: v for k, v in loaded.items() if k in ("error", "unchecked")}
+    items = [
+        {**base, "messages": p.messages, "tools": p.tools, "add_generation_prompt": p.add_generation_prompt}
+        for p in probes
+    ]
+    renders: dict[str, Any] = {}
+    for probe, outcome in zip(probes, pool.ask_many("apply", items, render_timeout, skip_rest=True), strict=True):
+        if outcome.ok and isinstance(outcome.value, dict):
+            renders[probe.name] = outcome.value
+        elif outcome.kind == worker.TIMEOUT:
+            renders[probe.name] = {"error": f"llama.cpp did not finish rendering in {render_timeout:g} s", "overran": 1}
+        elif outcome.kind == worker.SKIPPED:
+            renders[probe.name] = {"error": "not rendered: an earlier probe overran", "overran": 1}
+        else:
+            renders[probe.name] = {"error": _answer(outcome, render_timeout).get("error") or outcome.message}
+    return {"error": None, "caps": loaded.get("caps") or {}, "specials": loaded.get("specials"), "renders": renders}
 
 
 @dataclass
@@ -145,28 +205,73 @@ def _answer(outcome: Outcome, timeout: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- child
 
 
+def _close_session() -> None:
+    global _SESSION
+    if _SESSION is not None:
+        session, _SESSION = _SESSION[1], None
+        session.close()
+
+
 def _child_setup() -> None:
+    import atexit
+
+    atexit.register(_close_session)  # the server's threads end before the interpreter does
     try:
         import xllamacpp  # noqa: F401 - its libraries count as the start, not as growth
     except ImportError:
         pass  # the load answers "unchecked" in its own words
 
 
+_SESSION: tuple[tuple[str, str, str], Any] | None = None
+"""The stand-in loaded last, kept open for the ``apply`` requests that follow its ``load``."""
+
+
+def _session(item: dict[str, Any]) -> Any:
+    """The session serving ``item``'s template (loaded now unless it is the one loaded last)."""
+    global _SESSION
+    from gguftpl.verify.session import LlamaCppSession
+
+    key = (str(item["text"]), str(item.get("bos") or ""), str(item.get("eos") or ""))
+    if _SESSION is not None and _SESSION[0] == key:
+        return _SESSION[1]
+    if _SESSION is not None:
+        old, _SESSION = _SESSION[1], None
+        old.close()
+    session = LlamaCppSession(templates={"default": key[0]}, specials=(key[1], key[2]), n_ctx=_PARSE_N_CTX)
+    session.start()
+    _SESSION = (key, session)
+    return session
+
+
 def _load_op(item: dict[str, Any]) -> dict[str, Any]:
     """Load a byte-level stand-in whose default template is ``item["text"]``. Loading is where llama-server
     fails ("chat template parsing error"): llama.cpp parses the template and renders it to probe its
-    capabilities and build its tool-call parser."""
-    from gguftpl.verify.session import LlamaCppLoadError, LlamaCppSession
+    capabilities and build its tool-call parser. Answers the capabilities it found."""
+    from gguftpl.verify.session import LlamaCppLoadError
 
     try:
-        with LlamaCppSession(templates={"default": str(item["text"])}, n_ctx=_PARSE_N_CTX):
-            return {"error": None}
+        session = _session(item)
+        return {"error": None, "caps": session.caps, "specials": [session.bos_token, session.eos_token]}
     except LlamaCppLoadError as exc:
         if any("chat template" in line for line in exc.log):
             return {"error": _template_rejection(exc.log), "log": exc.log[:20]}
         return {"unchecked": str(exc)}
     except Exception as exc:  # noqa: BLE001 - any other failure: this text could not be checked
         return {"unchecked": f"{type(exc).__name__}: {exc}"}
+
+
+def _apply_op(item: dict[str, Any]) -> dict[str, Any]:
+    """The prompt llama.cpp renders for ``item``'s conversation, or its error."""
+    from gguftpl.errors import LlamaCppError
+
+    try:
+        session = _session(item)
+        prompt = session.apply_template(
+            item["messages"], item.get("tools"), add_generation_prompt=bool(item.get("add_generation_prompt", True))
+        )
+    except LlamaCppError as exc:
+        return {"error": str(exc)}
+    return {"text": prompt}
 
 
 def _template_rejection(log: Sequence[str]) -> str:

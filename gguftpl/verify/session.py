@@ -163,6 +163,7 @@ class LlamaCppSession:
         load_weights: bool = False,
         chat_template: str | None = None,
         templates: Mapping[str, str] | None = None,
+        specials: tuple[str, str] | None = None,
         n_ctx: int | None = None,
         verbosity: int | None = None,
     ) -> None:
@@ -174,6 +175,9 @@ class LlamaCppSession:
         self.load_weights = load_weights
         self.chat_template = chat_template
         self.templates = dict(templates) if templates is not None else None
+        self.specials = specials
+        """(bos, eos) texts for a template-only stand-in, so templates see the file's own ``bos_token`` and
+        ``eos_token`` (an empty text: the stand-in's own)."""
         self.n_ctx = n_ctx or (REAL_N_CTX if load_weights else STANDIN_N_CTX)
         env_v = os.environ.get("GGUFTPL_LLAMACPP_VERBOSITY")
         self.verbosity = verbosity if verbosity is not None else int(env_v) if env_v and env_v.isdigit() else 0
@@ -210,7 +214,7 @@ class LlamaCppSession:
 
                 self._tmp = tempfile.mkdtemp(prefix="gguftpl-standin-")
                 model_path = os.path.join(self._tmp, "standin.gguf")
-                self.standin = build_standin(self.path, model_path, templates=self.templates)
+                self.standin = build_standin(self.path, model_path, templates=self.templates, specials=self.specials)
             elif self.path is not None and not os.path.isfile(self.path):
                 raise UsageError(f"no such file: {self.path}")
             self.timings["standin_s"] = time.perf_counter() - t0

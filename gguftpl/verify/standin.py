@@ -145,9 +145,11 @@ def standin_kv(
     *,
     templates: Mapping[str, str] | None = None,
     context_length: int = CONTEXT_LENGTH,
+    specials: tuple[str, str] | None = None,
 ) -> tuple[dict[str, Any], StandIn]:
     """Metadata of a stand-in for ``header`` (None: a template-only stand-in). ``templates`` (name -> text,
-    ``default`` for ``tokenizer.chat_template``) replaces the file's templates when given."""
+    ``default`` for ``tokenizer.chat_template``) replaces the file's templates when given; ``specials``
+    (bos, eos texts, '' for none) are the BOS and EOS of a byte-level stand-in."""
     src = header.path if header is not None else None
     info = StandIn(path="", source=src, vocab="transplanted", n_vocab=0)
     if templates is None:
@@ -168,7 +170,8 @@ def standin_kv(
         and bool(tokens_item.value)
     )
     if not usable or model_name in (None, "none"):
-        tok, added = byte_level_tokenizer(template_markers(templates.values()))
+        bos, eos = specials or ("", "")
+        tok, added = byte_level_tokenizer(template_markers(templates.values()), bos=bos or None, eos=eos or None)
         info.vocab = "byte-level"
         info.added_tokens = added
         info.notes.append(
@@ -216,11 +219,12 @@ def build_standin(
     *,
     templates: Mapping[str, str] | None = None,
     context_length: int = CONTEXT_LENGTH,
+    specials: tuple[str, str] | None = None,
 ) -> StandIn:
     """Write a loadable stand-in for ``source`` (a path or a header already read; None: templates only)
     to ``out_path`` with the project's writer. Raises GGUFFormatError for an unreadable source."""
     header = source if isinstance(source, GGUFHeader) or source is None else read_header(os.fspath(source))
-    kv, info = standin_kv(header, templates=templates, context_length=context_length)
+    kv, info = standin_kv(header, templates=templates, context_length=context_length, specials=specials)
     write_gguf(out_path, kv, body_tensors(info.n_vocab))
     info.path = os.fspath(out_path)
     return info

@@ -1,0 +1,91 @@
+"""The verdicts a report shows, each decided once from what the engines rendered.
+
+llama.cpp's prompt decides when llama.cpp rendered the conversation (it is the runtime most GGUF users run,
+and it renders templates transformers refuses: an undefined value prints empty, a system turn is folded into
+the first user turn); else transformers' prompt (or, when transformers refused it, the lenient sandbox's);
+else the AST, which proves a template that never reads ``tools`` never prints them. A verdict no engine can
+decide stays None, with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gguftpl.templates import probes
+from gguftpl.templates.facts import LlamaCppFacts, StaticFacts
+
+
+def tools_verdict(
+    llama: LlamaCppFacts | None,
+    prompts: dict[str, str],
+    strict: tuple[str, ...],
+    static: StaticFacts | None,
+    transformers_error: str | None,
+) -> dict[str, Any]:
+    """``tools_in_prompt`` and how it was decided: a user-only conversation sent with the canary tool."""
+    for engine, prompt in _tools_prompts(llama, prompts, strict):
+        name_in = probes.CANARY_TOOL_NAME in prompt
+        param_in = probes.CANARY_PARAM_TOKEN in prompt
+        return {
+            "tools_in_prompt": name_in and param_in,
+            "tools_engine": engine,
+            "tool_name_in_prompt": name_in,
+            "tool_param_in_prompt": param_in,
+        }
+    if static is not None and static.tools_rendered is False:
+        return {"tools_in_prompt": False, "tools_engine": "ast"}
+    return {"tools_in_prompt": None, "tools_undecided": _why_undecided(llama, static, transformers_error)}
+
+
+def _tools_prompts(
+    llama: LlamaCppFacts | None, prompts: dict[str, str], strict: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    out = []
+    if llama is not None and llama.text(probes.TOOLS) is not None:
+        out.append(("llama.cpp", str(llama.text(probes.TOOLS))))
+    if "tools" in prompts:
+        out.append(("transformers" if probes.TOOLS in strict else "lenient", prompts["tools"]))
+    return out
+
+
+def _why_undecided(llama: LlamaCppFacts | None, static: StaticFacts | None, transformers_error: str | None) -> str:
+    if llama is None:
+        engine = "llama.cpp was not asked (xllamacpp is not installed, or the template is not one it reads)"
+    elif llama.load_error or llama.unchecked:
+        engine = f"llama.cpp cannot load it ({llama.load_error or llama.unchecked})"
+    else:
+        r = llama.renders.get(probes.TOOLS)
+        engine = f"llama.cpp refused the conversation ({r.error if r is not None else 'not rendered'})"
+    ast = (
+        "the template does not parse"
+        if static is None
+        else "the AST has a path from `tools` to the output"
+        if static.tools_rendered
+        else "the AST is too deep to walk"
+    )
+    return f"transformers refused the conversation ({transformers_error or 'not rendered'}); {engine}; {ast}"
+
+
+def tools_with_system(llama: LlamaCppFacts | None, prompts: dict[str, str]) -> bool | None:
+    """Do the tools reach the prompt once a system message is sent too? (llama.cpp's prompt first.)"""
+    prompt = llama.text(probes.TOOLS_WITH_SYSTEM) if llama is not None else None
+    if prompt is None:
+        prompt = prompts.get("tools with system")
+    if prompt is None:
+        return None
+    return probes.CANARY_TOOL_NAME in prompt and probes.CANARY_PARAM_TOKEN in prompt
+
+
+def dropped_messages(system_prompt: str | None, multi_prompt: str | None) -> tuple[str, ...]:
+    """Messages a prompt rendered without error but lost: the system probe's system text, or the multi-turn
+    probe's assistant reply (strings no template contains). Only when the user's text did reach the prompt:
+    a template that renders no message at all is a different failure."""
+    checks = (
+        (system_prompt, probes.CANARY_SYSTEM, "system message"),
+        (multi_prompt, probes.CANARY_ASSISTANT, "assistant reply"),
+    )
+    return tuple(
+        what
+        for prompt, canary, what in checks
+        if prompt is not None and canary not in prompt and probes.CANARY_USER in prompt
+    )

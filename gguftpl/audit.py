@@ -230,19 +230,40 @@ class AnalysisCache:
             self._by_header[header_key] = loaded
         return loaded, seen
 
+    def prestart(self, path: str, engine: str) -> None:
+        """Start the render and llama.cpp workers now, so their start overlaps this process's own work, unless
+        the facts of ``path``'s templates are known already (a warm run needs no worker at all)."""
+        from gguftpl.gguf.reader import read_header
+        from gguftpl.templates.templateset import load_templateset, special_token_text
+
+        try:
+            with read_header(path) as header:
+                tset = load_templateset(header)
+        except (GGUFTplError, OSError):
+            return  # the audit reports it
+        names = self._llamacpp_names(engine)
+        bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+        keys = [(t.sha256, bos, eos, n in names) for n, t in tset.templates.items()]
+        if all(self._facts.get(k) is not None for k in keys):
+            return
+        from gguftpl.templates.hfrender import get_worker
+
+        get_worker().prestart()
+        if names:
+            from gguftpl.verify.parsecheck import parse_check_prestart
+
+            parse_check_prestart()
+
     def _llamacpp_names(self, engine: str) -> tuple[str, ...]:
         """The templates llama.cpp is asked to load: those it reads, when xllamacpp is installed.
         ``--engine llamacpp`` loads the file itself, which reports a refused default, so only ``tool_use``
         is asked then (llama.cpp drops one it cannot parse silently)."""
         if engine == "hf-only" or self.parse_skipped:
             return ()
-        from gguftpl.errors import LlamaCppError
-        from gguftpl.verify.session import require_xllamacpp
+        if not _installed("xllamacpp"):  # not installed: the audit goes on without llama.cpp
+            from gguftpl.verify.session import NOT_INSTALLED
 
-        try:
-            require_xllamacpp()
-        except LlamaCppError as exc:  # not installed: the audit goes on without this check
-            self.parse_skipped = str(exc)
+            self.parse_skipped = NOT_INSTALLED
             return ()
         from gguftpl.verify.choice import LOADED
 
@@ -250,6 +271,16 @@ class AnalysisCache:
 
     def __len__(self) -> int:
         return len(self._sets)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (xllamacpp's import costs 70 ms)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _set_key(tset: Any, header: Any, engine: str) -> str:
@@ -554,10 +585,8 @@ def audit_paths(
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
     todo = collect_paths(paths)
-    if todo and engine != "hf-only" and not cache.parse_skipped:
-        from gguftpl.verify.parsecheck import parse_check_prestart
-
-        parse_check_prestart()  # the worker starts while the first files are read and analysed
+    if todo:
+        cache.prestart(todo[0], engine)
     for p in todo:
         fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
         run.files.append(fa)

@@ -286,52 +286,66 @@ def make_quant_dir(folder: Path, n: int = 100) -> Path:
 
 
 def bench_audit(work: Path, runs: int) -> str:
+    """Cold audits (a template never seen: --no-cache) and warm ones (its facts in the cache folder) of the
+    bundled sample, a 262k-vocab GGUF and a 100-file folder, interleaved with ggufdoctor on the same inputs."""
+    sample = ROOT / "samples" / "hermes-2-pro-mistral-7b.chatml.gguf"
     vocab = make_big_vocab(work / "vocab262k.gguf")
     folder = make_quant_dir(work / "quants")
     files = sorted(str(p) for p in folder.glob("*.gguf"))
     gguftpl = str(BIN / "gguftpl")
     doctor = str(BIN / "ggufdoctor")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    cache_dir = work / "cache"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GGUFTPL_CACHE_DIR": str(cache_dir)}
+
+    def ours(target: Path, *flags: str) -> Callable[[], tuple[float, int, str]]:
+        return lambda: run([gguftpl, "audit", "--exit-zero", "--format", "json", *flags, str(target)], env)
+
+    def doctor_one(target: Path) -> Callable[[], tuple[float, int, str]]:
+        return lambda: run([doctor, str(target), "--fail-on", "never"], env)
 
     def doctor_all() -> tuple[float, int, str]:
-        # ggufdoctor takes one file per run
-        total, peak = 0.0, 0
+        total, peak = 0.0, 0  # ggufdoctor takes one file per run
         for f in files:
             t, rss, _ = run([doctor, f, "--fail-on", "never"], env)
             total, peak = total + t, max(peak, rss)
         return total, peak, ""
 
-    res = median_runs(
-        {
-            "ours_vocab": lambda: run([gguftpl, "audit", "--exit-zero", "--format", "json", str(vocab)], env),
-            "doctor_vocab": lambda: run([doctor, str(vocab), "--fail-on", "never"], env),
-            "ours_dir": lambda: run([gguftpl, "audit", "--exit-zero", "--format", "json", str(folder)], env),
-        },
-        runs,
-    )
-    d_t, d_rss, _ = doctor_all()
-    rows = [["input", "gguftpl audit", "ggufdoctor", "ratio (ggufdoctor / gguftpl)", "peak RSS ours / theirs"]]
-    rows.append(
-        [
-            "generated 262,144-token GGUF",
-            f"{res['ours_vocab'][0]:.2f} s",
-            f"{res['doctor_vocab'][0]:.2f} s",
-            f"{res['doctor_vocab'][0] / res['ours_vocab'][0]:.1f}x",
-            f"{res['ours_vocab'][1]} / {res['doctor_vocab'][1]} MiB",
-        ]
-    )
-    rows.append(
-        [
-            f"folder of {len(files)} GGUFs (10 models x 10 quants)",
-            f"{res['ours_dir'][0]:.2f} s (one run)",
-            f"{d_t:.2f} s ({len(files)} runs)",
-            f"{d_t / res['ours_dir'][0]:.1f}x",
-            f"{res['ours_dir'][1]} / {d_rss} MiB",
-        ]
-    )
+    for target in (sample, vocab, folder):
+        ours(target)()  # prime the cache for the warm rows
+    candidates: dict[str, Callable[[], tuple[float, int, str]]] = {}
+    for key, target in (("sample", sample), ("vocab", vocab), ("dir", folder)):
+        candidates[f"cold_{key}"] = ours(target, "--no-cache")
+        candidates[f"warm_{key}"] = ours(target)
+        if key != "dir":
+            candidates[f"doctor_{key}"] = doctor_one(target)
+    res = median_runs(candidates, runs)
+    res["doctor_dir"] = doctor_all()
+    header = ["input", "gguftpl cold", "gguftpl warm", "ggufdoctor", "cold ratio (target 2x)"]
+    rows = [[*header, "warm ratio (target 10x; folder 25x)", "peak RSS cold / warm / theirs"]]
+    labels = {
+        "sample": "bundled sample (samples/…chatml.gguf)",
+        "vocab": "generated 262,144-token GGUF",
+        "dir": f"folder of {len(files)} GGUFs (10 models x 10 quants; ggufdoctor: {len(files)} runs)",
+    }
+    for key, label in labels.items():
+        cold, warm, theirs = res[f"cold_{key}"], res[f"warm_{key}"], res[f"doctor_{key}"]
+        rows.append(
+            [
+                label,
+                f"{cold[0]:.2f} s",
+                f"{warm[0]:.2f} s",
+                f"{theirs[0]:.2f} s",
+                f"{theirs[0] / cold[0]:.1f}x",
+                f"{theirs[0] / warm[0]:.1f}x",
+                f"{cold[1]} / {warm[1]} / {theirs[1]} MiB",
+            ]
+        )
     note = (
-        "gguftpl's time includes starting its transformers render worker (~1.5 s); that worker is a separate "
-        "process, so its memory is not in the RSS column. ggufdoctor ran offline (HF_HUB_OFFLINE=1)."
+        f"Median of {runs} interleaved fresh processes (the folder's ggufdoctor column: one pass of {len(files)} "
+        "runs). Cold: `--no-cache`, so every template is parsed, rendered by the jinja2 worker and loaded and "
+        "rendered by llama.cpp's worker (both separate processes: their memory is not in the RSS column). "
+        "Warm: the same command with the template facts in the cache folder. ggufdoctor ran offline "
+        "(HF_HUB_OFFLINE=1)."
     )
     return "### Audit (fresh processes)\n\n" + table(rows) + "\n\n" + note
 

@@ -95,6 +95,12 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
     "startup). hf-only: without that llama.cpp check. llamacpp: also run each local file through llama.cpp "
     "itself (gguftpl verify's stages as GT6xx findings; needs xllamacpp).",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Analyse every template afresh instead of reusing facts kept in the cache folder "
+    "($XDG_CACHE_HOME/gguftpl, or $GGUFTPL_CACHE_DIR).",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -112,13 +118,16 @@ def command(
     upstream: str | None = None,
     no_upstream: bool = False,
     engine: str = "hf",
+    no_cache: bool = False,
 ) -> None:
     """Audit the chat templates of GGUF files.
 
     PATH may be a GGUF file or a directory (searched recursively for *.gguf); give as many as you like.
     A file that cannot be read is reported as a finding (GT001) and the audit goes on.
     Templates are analysed once per distinct template set, so many quants of one model cost little more
-    than one. `gguftpl rules CODE` explains a finding.
+    than one, and what was learnt about a template is kept in the cache folder, so auditing it again (every
+    quant, every CI run) costs a header read (--no-cache: analyse afresh). `gguftpl rules CODE` explains a
+    finding.
 
     PATH may also be a file on the Hugging Face Hub, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/…
     URL: only its header is fetched, with HTTP Range requests (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE
@@ -135,7 +144,7 @@ def command(
       1  findings at or above --fail-on
       2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
-    from gguftpl.audit import audit_paths
+    from gguftpl.audit import AnalysisCache, audit_paths
     from gguftpl.gguf.hubref import is_remote
     from gguftpl.report import get_formatter, write_atomic
 
@@ -149,7 +158,10 @@ def command(
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        run = audit_paths(list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug)
+        cache = AnalysisCache() if no_cache else AnalysisCache.on_disk()
+        run = audit_paths(
+            list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug, cache=cache
+        )
         if not run.files:
             click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
         report = formatter.format(run)

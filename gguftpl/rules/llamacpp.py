@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
 from gguftpl.rules.context import FileContext
 from gguftpl.verify.choice import FALLBACK
-from gguftpl.verify.parsecheck import crashed_or_hung
 from gguftpl.verify.result import (
     REJECTED,
     RENDER_BOMB,
@@ -128,6 +127,8 @@ def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[F
     error = t.llamacpp_load_error
     if not error:
         return
+    from gguftpl.verify.parsecheck import crashed_or_hung  # the worker module: only when there is an error
+
     if crashed_or_hung(error):
         what = f"the {t.name} template"  # the worker crashed or hung: the error says so
     elif t.name == "default":

@@ -29,7 +29,6 @@ from gguftpl.templates.facts import (
     trim,
 )
 from gguftpl.templates.hfrender import TemplateRenderError, render_hf
-from gguftpl.templates.jinja_env import normalize_messages
 from gguftpl.templates.verdicts import dropped_messages, tools_verdict, tools_with_system
 
 PROMPT_KEEP = 65536
@@ -370,6 +369,8 @@ def _shape_probes(r: _Renderer) -> None:
             continue
         if twin == probes.PLAIN and twin not in r.strict:
             continue
+        from gguftpl.templates.jinja_env import normalize_messages  # jinja2: only when something renders
+
         msgs, tools, agp = shapes[name]
         # as apply_chat_template sends it: the null key dropped (what the raw shape does is llama.cpp's probe)
         r.render(name, normalize_messages(msgs), tools=tools, agp=agp, fallback=False)

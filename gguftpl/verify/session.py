@@ -40,6 +40,7 @@ from gguftpl.errors import GGUFTplError, LlamaCppError, UsageError
 from gguftpl.verify.choice import TemplateChoice, choose_template
 
 INSTALL_HINT = "pip install 'gguftpl[llamacpp]'"
+NOT_INSTALLED = f"llama.cpp verification needs the xllamacpp package, which is not installed: {INSTALL_HINT}"
 HTTP_TIMEOUT = 300.0
 """Seconds for one request to the in-process server (a real 70B prompt evaluation can be slow)."""
 STANDIN_N_CTX = 32768
@@ -130,9 +131,7 @@ def require_xllamacpp() -> Any:
     try:
         import xllamacpp
     except ImportError as exc:
-        raise LlamaCppError(
-            f"llama.cpp verification needs the xllamacpp package, which is not installed: {INSTALL_HINT}"
-        ) from exc
+        raise LlamaCppError(NOT_INSTALLED) from exc
     return xllamacpp
 
 

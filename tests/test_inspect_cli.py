@@ -121,7 +121,7 @@ def test_patch_template_prints_before_after_and_writes_provenance(tmp_path):
     assert "tool-calling findings (audit before -> after):" in r.stdout
     before, after = r.stdout.split("  before: ", 1)[1].split("  after:  ", 1)
     assert "GT201 error   default" in before.split("\n  after")[0] and "GT201" not in after.split("all findings")[0]
-    assert "all findings (audit before -> after): 1 error -> " in r.stdout
+    assert "all findings (audit before -> after): 1 error, 1 warning, 1 info -> " in r.stdout
     assert "  fixed:      1 error\n    GT201 error   default" in r.stdout
     assert "  set       gguftpl.patch.source = file\n" in r.stdout  # the plan shows the provenance it writes
     prov = json.loads(run("inspect", "--format", "json", str(out)).stdout)["files"][0]["provenance"]

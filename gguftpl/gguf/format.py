@@ -1,6 +1,43 @@
-"""Tables of the GGUF/ggml format that the header reader and ``inspect`` name things by."""
+"""Tables of the GGUF/ggml format: value types, and the names the header reader and ``inspect`` give things."""
 
 from __future__ import annotations
+
+import struct
+from enum import IntEnum
+
+
+class ValueType(IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+# struct format char per fixed-size type
+FMT = {
+    ValueType.UINT8: "B",
+    ValueType.INT8: "b",
+    ValueType.UINT16: "H",
+    ValueType.INT16: "h",
+    ValueType.UINT32: "I",
+    ValueType.INT32: "i",
+    ValueType.FLOAT32: "f",
+    ValueType.BOOL: "?",
+    ValueType.UINT64: "Q",
+    ValueType.INT64: "q",
+    ValueType.FLOAT64: "d",
+}
+SIZE = {t: struct.calcsize("<" + f) for t, f in FMT.items()}
+
 
 # ggml tensor types: id -> (name, block size, bytes per block). Unknown ids are kept, never fatal.
 GGML_TYPES: dict[int, tuple[str, int, int]] = {

@@ -15,13 +15,13 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, Protocol
 
 from gguftpl.errors import GGUFFormatError
-from gguftpl.gguf.format import GGML_TYPES
+from gguftpl.gguf.format import FMT, GGML_TYPES, SIZE, ValueType
+from gguftpl.gguf.lazyarray import MARK_EVERY, LazyArray
 from gguftpl.safeio import open_regular
 
 GGUF_MAGIC = b"GGUF"
@@ -33,38 +33,6 @@ MAX_TENSOR_COUNT = 1 << 20
 """More tensors than this is refused (the largest MoE models have tens of thousands)."""
 MAX_DIMS = 8  # ggml uses 4; leave room for future formats, but bound it
 
-
-class ValueType(IntEnum):
-    UINT8 = 0
-    INT8 = 1
-    UINT16 = 2
-    INT16 = 3
-    UINT32 = 4
-    INT32 = 5
-    FLOAT32 = 6
-    BOOL = 7
-    STRING = 8
-    ARRAY = 9
-    UINT64 = 10
-    INT64 = 11
-    FLOAT64 = 12
-
-
-# struct format char per fixed-size type
-_FMT = {
-    ValueType.UINT8: "B",
-    ValueType.INT8: "b",
-    ValueType.UINT16: "H",
-    ValueType.INT16: "h",
-    ValueType.UINT32: "I",
-    ValueType.INT32: "i",
-    ValueType.FLOAT32: "f",
-    ValueType.BOOL: "?",
-    ValueType.UINT64: "Q",
-    ValueType.INT64: "q",
-    ValueType.FLOAT64: "d",
-}
-_SIZE = {t: struct.calcsize("<" + f) for t, f in _FMT.items()}
 
 # Arrays at or above this many elements are skipped and decoded on demand.
 LAZY_ARRAY_THRESHOLD = 64
@@ -136,68 +104,6 @@ class LocalSource:
             self._map.close()
         finally:
             self._fh.close()
-
-
-@dataclass
-class LazyArray:
-    """An array that was skipped while parsing; ``decode()`` reads and decodes it."""
-
-    elem_type: ValueType
-    count: int
-    offset: int  # first element
-    end: int  # one past the last element
-    byteorder: str
-    _loader: Callable[[int, int], bytes] = field(repr=False, compare=False)
-    _cache: list[Any] | None = field(default=None, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return self.count
-
-    def raw(self) -> bytes:
-        """The array's bytes as stored (elements, without the count)."""
-        return self._loader(self.offset, self.end)
-
-    def decode(self) -> list[Any]:
-        if self._cache is None:
-            raw = self.raw()
-            if self.elem_type == ValueType.STRING:
-                self._cache = _decode_strings(raw, self.count, self.byteorder, self.offset)
-            else:
-                cur = _Cursor(_BytesSource(raw, "array"), 0, self.byteorder)
-                self._cache = cur.array_items(self.elem_type, self.count, depth=1, lazy=False)
-        return self._cache
-
-    def numpy(self) -> Any:
-        """Fixed-size element arrays as a numpy array (cheap for scores/token types)."""
-        import numpy as np
-
-        if self.elem_type not in _FMT:
-            raise TypeError("only fixed-size arrays convert to numpy")
-        dtype = np.dtype(self.byteorder + _FMT[self.elem_type])
-        return np.frombuffer(self._loader(self.offset, self.end), dtype=dtype, count=self.count)
-
-
-def _decode_strings(raw: bytes, count: int, byteorder: str, base: int) -> list[str]:
-    """A string array (a vocabulary, merges): the tight loop, bounds already checked by the skip pass,
-    checked again here because the bytes are re-read and may have changed."""
-    unpack = struct.Struct(byteorder + "Q").unpack_from
-    out: list[str] = []
-    append = out.append
-    off = 0
-    size = len(raw)
-    try:
-        for _ in range(count):
-            (n,) = unpack(raw, off)
-            off += 8
-            if n > size - off:
-                raise GGUFFormatError(f"array string length {n} exceeds the array", base + off - 8)
-            append(raw[off : off + n].decode("utf-8"))
-            off += n
-    except UnicodeDecodeError as exc:
-        raise GGUFFormatError(f"array string is not valid UTF-8 ({exc.reason})", base + off) from None
-    except struct.error:
-        raise GGUFFormatError("truncated string array", base + off) from None
-    return out
 
 
 @dataclass
@@ -323,7 +229,7 @@ class _Cursor:
 
     def set_order(self, byteorder: str) -> None:
         self.bo = byteorder
-        self._structs = {t: struct.Struct(byteorder + f) for t, f in _FMT.items()}
+        self._structs = {t: struct.Struct(byteorder + f) for t, f in FMT.items()}
         self._u64 = self._structs[ValueType.UINT64]
         self._u32 = self._structs[ValueType.UINT32]
 
@@ -391,26 +297,27 @@ class _Cursor:
         return self.scalar(t), None
 
     def array(self, et: ValueType, count: int, depth: int, lazy: bool, at: int) -> Any:
-        min_item = _SIZE.get(et, 8 if et == ValueType.STRING else 12)
+        min_item = SIZE.get(et, 8 if et == ValueType.STRING else 12)
         self.check_count(count, min_item, "array", at)
         if not lazy:
             return self.array_items(et, count, depth, lazy=False)
         start = self.off
-        if et in _FMT:
-            n = count * _SIZE[et]
+        if et in FMT:
+            n = count * SIZE[et]
             self._need(n)
             self.off += n
         elif et == ValueType.STRING:
-            self._skip_strings(count)
+            marks = self._skip_strings(count)
+            return LazyArray(et, count, start, self.off, self.bo, self.src.read_range, _marks=tuple(marks))
         else:  # nested arrays: parse, they are rare and small
             self.array_items(et, count, depth, lazy=False)
         return LazyArray(et, count, start, self.off, self.bo, self.src.read_range)
 
     def array_items(self, et: ValueType, count: int, depth: int, lazy: bool) -> list[Any]:
-        if et in _FMT:
-            size = _SIZE[et]
+        if et in FMT:
+            size = SIZE[et]
             self._need(count * size)
-            fmt = struct.Struct(f"{self.bo}{count}{_FMT[et]}")
+            fmt = struct.Struct(f"{self.bo}{count}{FMT[et]}")
             vals = list(fmt.unpack_from(self.src.data, self.off))
             self.off += count * size
             return vals
@@ -427,14 +334,19 @@ class _Cursor:
                 out.append(self.array(sub_t, sub_n, depth + 1, lazy, at))
         return out
 
-    def _skip_strings(self, count: int) -> None:
+    def _skip_strings(self, count: int) -> list[int]:
+        """Skip ``count`` strings; returns the offset of every MARK_EVERY-th (LazyArray.item uses them)."""
         # The hot loop of a header read: 262k tokens + merges. Keep it tight.
         unpack = self._u64.unpack_from
         off = self.off
         size = self.src.size
         data = self.src.data
         avail = self.src.available
-        for _ in range(count):
+        marks: list[int] = []
+        mask = MARK_EVERY - 1
+        for i in range(count):
+            if not i & mask:
+                marks.append(off)
             if off + 8 > avail:
                 self.src.ensure(off + 8)
                 data, avail = self.src.data, self.src.available
@@ -446,6 +358,7 @@ class _Cursor:
         if off > avail:
             self.src.ensure(off)
         self.off = off
+        return marks
 
 
 def read_header(path_or_source: str | os.PathLike[str] | ByteSource, keep_open: bool = False) -> GGUFHeader:

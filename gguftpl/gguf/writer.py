@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from gguftpl.errors import GGUFFormatError, PatchError
-from gguftpl.gguf.reader import _FMT, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, TensorInfo, ValueType, read_header
+from gguftpl.gguf.format import FMT, ValueType
+from gguftpl.gguf.reader import DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFHeader, TensorInfo, read_header
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,16 @@ def encode_value(tv: Typed, bo: str = "<") -> bytes:
         assert et is not None
         items = list(tv.value)
         head = struct.pack(bo + "IQ", int(et), len(items))
-        if et in _FMT:
-            return head + struct.pack(f"{bo}{len(items)}{_FMT[et]}", *items)
+        if et in FMT:
+            return head + struct.pack(f"{bo}{len(items)}{FMT[et]}", *items)
         if et == ValueType.STRING:
             return head + b"".join(encode_string(s, bo) for s in items)
         if et == ValueType.ARRAY:
             # each element is itself (elem type, count, items), exactly what encode_value gives an array
             return head + b"".join(encode_value(typed_value(sub), bo) for sub in items)
         raise TypeError(f"unsupported array element type {et!r}")
-    if t in _FMT:
-        return struct.pack(bo + _FMT[t], tv.value)
+    if t in FMT:
+        return struct.pack(bo + FMT[t], tv.value)
     raise TypeError(f"unsupported value type {t!r}")
 
 

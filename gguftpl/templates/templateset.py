@@ -131,8 +131,18 @@ class TemplateSet:
             self._tokens = raw if isinstance(raw, list) else []
         return self._tokens
 
+    def _lazy_tokens(self) -> LazyArray | None:
+        """The vocabulary as the reader left it (undecoded), when it is a string array not decoded yet."""
+        if self._tokens is not None or self._header is None:
+            return None
+        kv = _string_array(self._header, "tokenizer.ggml.tokens")
+        return kv.value if kv is not None and isinstance(kv.value, LazyArray) else None
+
     def token_id(self, text: str) -> int | None:
         """Exact vocabulary lookup (the first id with that text)."""
+        lazy = self._lazy_tokens()
+        if lazy is not None and self._index is None:
+            return lazy.find_string(text)  # one search of the raw bytes, not 262k strings decoded
         if self._index is None:
             index: dict[str, int] = {}
             for i, t in enumerate(self.tokens()):
@@ -141,6 +151,9 @@ class TemplateSet:
         return self._index.get(text)
 
     def token_text(self, token_id: int) -> str | None:
+        lazy = self._lazy_tokens()
+        if lazy is not None:
+            return str(lazy.item(token_id)) if 0 <= token_id < len(lazy) else None
         toks = self.tokens()
         return toks[token_id] if 0 <= token_id < len(toks) else None
 
@@ -150,7 +163,8 @@ class TemplateSet:
             if kv is None or kv.type != ValueType.ARRAY or kv.elem_type not in _INT_TYPES:
                 self._types = []  # absent or wrongly typed (GT003): no token types
             elif isinstance(kv.value, LazyArray):
-                self._types = kv.value.decode()
+                lazy = kv.value
+                return int(lazy.item(token_id)) if 0 <= token_id < len(lazy) else None
             else:
                 self._types = list(kv.value) if isinstance(kv.value, list) else []
         types = self._types

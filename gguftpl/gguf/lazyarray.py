@@ -1,0 +1,144 @@
+"""A GGUF array the header reader skipped: decoded on demand, whole or one element at a time."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gguftpl.errors import GGUFFormatError
+from gguftpl.gguf.format import FMT, SIZE, ValueType
+
+
+@dataclass
+class LazyArray:
+    """An array that was skipped while parsing; ``decode()`` reads and decodes it."""
+
+    elem_type: ValueType
+    count: int
+    offset: int  # first element
+    end: int  # one past the last element
+    byteorder: str
+    _loader: Callable[[int, int], bytes] = field(repr=False, compare=False)
+    _cache: list[Any] | None = field(default=None, repr=False, compare=False)
+    _marks: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    """String arrays: the offset of every MARK_EVERY-th element, recorded by the skip pass, so one element is
+    found without decoding the rest (a 262k-token vocabulary decodes in ~0.3 s; one token in microseconds)."""
+
+    def __len__(self) -> int:
+        return self.count
+
+    def item(self, index: int) -> Any:
+        """Element ``index`` (0 <= index < count), decoding only what it must."""
+        if self._cache is not None:
+            return self._cache[index]
+        if self.elem_type in FMT:
+            at = self.offset + index * SIZE[self.elem_type]
+            return struct.unpack_from(
+                self.byteorder + FMT[self.elem_type], self._loader(at, at + SIZE[self.elem_type])
+            )[0]
+        if self.elem_type != ValueType.STRING or not self._marks:
+            return self.decode()[index]
+        block, start = self._block(index >> MARK_SHIFT)
+        off = _walk_strings(block, index & (MARK_EVERY - 1), self.byteorder)
+        (n,) = struct.unpack_from(self.byteorder + "Q", block, off)
+        return _decode_strings(block[off : off + 8 + n], 1, self.byteorder, start + off)[0]
+
+    def find_string(self, text: str) -> int | None:
+        """The first index whose element is exactly ``text`` (a string array), without decoding the rest."""
+        if self._cache is not None or self.elem_type != ValueType.STRING or not self._marks:
+            items = self.decode()
+            return items.index(text) if text in items else None
+        data = text.encode("utf-8", "surrogatepass")
+        needle = struct.pack(self.byteorder + "Q", len(data)) + data
+        raw = self.raw()
+        at = raw.find(needle)
+        while at >= 0:
+            index = self._index_at(raw, at)
+            if index is not None:
+                return index
+            at = raw.find(needle, at + 1)
+        return None
+
+    def _block(self, mark: int) -> tuple[bytes, int]:
+        start = self._marks[mark]
+        end = self._marks[mark + 1] if mark + 1 < len(self._marks) else self.end
+        return self._loader(start, end), start
+
+    def _index_at(self, raw: bytes, at: int) -> int | None:
+        """The index of the element starting at byte ``at`` of ``raw`` (the array's bytes), or None when ``at``
+        falls inside an element."""
+        import bisect
+
+        absolute = self.offset + at
+        mark = bisect.bisect_right(self._marks, absolute) - 1
+        off = self._marks[mark] - self.offset
+        unpack = struct.Struct(self.byteorder + "Q").unpack_from
+        for i in range(MARK_EVERY):
+            if off == at:
+                return (mark << MARK_SHIFT) + i
+            if off > at:
+                return None
+            (n,) = unpack(raw, off)
+            off += 8 + n
+        return None
+
+    def raw(self) -> bytes:
+        """The array's bytes as stored (elements, without the count)."""
+        return self._loader(self.offset, self.end)
+
+    def decode(self) -> list[Any]:
+        if self._cache is None:
+            raw = self.raw()
+            if self.elem_type == ValueType.STRING:
+                self._cache = _decode_strings(raw, self.count, self.byteorder, self.offset)
+            else:  # fixed-size elements (lazy arrays are never nested)
+                self._cache = [x[0] for x in struct.iter_unpack(self.byteorder + FMT[self.elem_type], raw)]
+        return self._cache
+
+    def numpy(self) -> Any:
+        """Fixed-size element arrays as a numpy array (cheap for scores/token types)."""
+        import numpy as np
+
+        if self.elem_type not in FMT:
+            raise TypeError("only fixed-size arrays convert to numpy")
+        dtype = np.dtype(self.byteorder + FMT[self.elem_type])
+        return np.frombuffer(self._loader(self.offset, self.end), dtype=dtype, count=self.count)
+
+
+MARK_SHIFT = 12
+MARK_EVERY = 1 << MARK_SHIFT
+
+
+def _walk_strings(raw: bytes, count: int, byteorder: str) -> int:
+    """The offset in ``raw`` just past ``count`` length-prefixed strings."""
+    unpack = struct.Struct(byteorder + "Q").unpack_from
+    off = 0
+    for _ in range(count):
+        (n,) = unpack(raw, off)
+        off += 8 + n
+    return off
+
+
+def _decode_strings(raw: bytes, count: int, byteorder: str, base: int) -> list[str]:
+    """A string array (a vocabulary, merges): the tight loop, bounds already checked by the skip pass,
+    checked again here because the bytes are re-read and may have changed."""
+    unpack = struct.Struct(byteorder + "Q").unpack_from
+    out: list[str] = []
+    append = out.append
+    off = 0
+    size = len(raw)
+    try:
+        for _ in range(count):
+            (n,) = unpack(raw, off)
+            off += 8
+            if n > size - off:
+                raise GGUFFormatError(f"array string length {n} exceeds the array", base + off - 8)
+            append(raw[off : off + n].decode("utf-8"))
+            off += n
+    except UnicodeDecodeError as exc:
+        raise GGUFFormatError(f"array string is not valid UTF-8 ({exc.reason})", base + off) from None
+    except struct.error:
+        raise GGUFFormatError("truncated string array", base + off) from None
+    return out

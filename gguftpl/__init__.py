@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__version__ = "0.1.0"
+
 from gguftpl.errors import (
     GGUFFormatError,
     GGUFTplError,

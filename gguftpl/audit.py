@@ -215,7 +215,9 @@ class AnalysisCache:
             return found, True
         tset = load_templateset(header)
         repo, how = _find_upstream(tset)
-        facts = gather_set(tset, llamacpp_names=self._llamacpp_names(engine), memo=self._facts)
+        names = self._llamacpp_names(engine)
+        self._prestart(tset, names)
+        facts = gather_set(tset, llamacpp_names=names, memo=self._facts)
         vocab = vocab_facts(tset, facts.templates)
         set_key = _set_key(tset, header, engine)
         seen = set_key in self._sets
@@ -230,18 +232,11 @@ class AnalysisCache:
             self._by_header[header_key] = loaded
         return loaded, seen
 
-    def prestart(self, path: str, engine: str) -> None:
-        """Start the render and llama.cpp workers now, so their start overlaps this process's own work, unless
-        the facts of ``path``'s templates are known already (a warm run needs no worker at all)."""
-        from gguftpl.gguf.reader import read_header
-        from gguftpl.templates.templateset import load_templateset, special_token_text
+    def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
+        """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
+        the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
+        from gguftpl.templates.templateset import special_token_text
 
-        try:
-            with read_header(path) as header:
-                tset = load_templateset(header)
-        except (GGUFTplError, OSError):
-            return  # the audit reports it
-        names = self._llamacpp_names(engine)
         bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
         keys = [(t.sha256, bos, eos, n in names) for n, t in tset.templates.items()]
         if all(self._facts.get(k) is not None for k in keys):
@@ -396,7 +391,7 @@ def audit_header(
 
     ``strict`` re-raises unexpected exceptions from the analysis instead of reporting GT002 (``--debug``).
     """
-    from gguftpl.rules import AUDIT_FAILED
+    from gguftpl.rules.container import AUDIT_FAILED
 
     start = time.perf_counter()
     _check_engine(engine)
@@ -451,7 +446,7 @@ def _first_bytes(path: str | os.PathLike[str], n: int = 16) -> str:
 
 
 def _unreadable(label: str, path: str | os.PathLike[str], exc: GGUFFormatError, keep: RuleFilter) -> FileAudit:
-    from gguftpl.rules import UNREADABLE_GGUF
+    from gguftpl.rules.container import UNREADABLE_GGUF
 
     finding = make_finding(UNREADABLE_GGUF, str(exc), Location(file=label), evidence=_first_bytes(path))
     return FileAudit(path=label, error=str(exc), findings=[finding] if keep(finding.code) else [])
@@ -506,7 +501,7 @@ def audit_file(
 
 
 def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAudit:
-    from gguftpl.rules import REPO_SPLIT_INCOMPLETE
+    from gguftpl.rules.repo import REPO_SPLIT_INCOMPLETE
 
     finding = make_finding(REPO_SPLIT_INCOMPLETE, str(exc), Location(file=label))
     return FileAudit(path=label, error=str(exc), findings=[finding] if keep(finding.code) else [])
@@ -514,7 +509,7 @@ def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAu
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
-    from gguftpl.rules import LLAMACPP_LOAD_FAILED
+    from gguftpl.rules.llamacpp import LLAMACPP_LOAD_FAILED
     from gguftpl.verify.findings import llamacpp_findings
     from gguftpl.verify.session import LlamaCppLoadError
 
@@ -585,8 +580,6 @@ def audit_paths(
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
     todo = collect_paths(paths)
-    if todo:
-        cache.prestart(todo[0], engine)
     for p in todo:
         fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
         run.files.append(fa)

@@ -103,8 +103,8 @@ def check(rule: Rule, scope: str) -> Callable[[_C], _C]:
 
 
 def checks(scope: str) -> list[tuple[Rule, Check]]:
-    """Every check registered for ``scope``, in registration order (rule modules are loaded first)."""
-    _load_rule_modules()
+    """Every check registered for ``scope``, in registration order (its rule modules are loaded first)."""
+    _load_rule_modules(scope=scope)
     return list(_CHECKS.get(scope, ()))
 
 
@@ -117,7 +117,8 @@ def register(rule: Rule) -> Rule:
 
 
 def get_rule(code: str) -> Rule:
-    _load_rule_modules()
+    if code not in _RULES:
+        _load_rule_modules(code=code)
     return _RULES[code]
 
 
@@ -150,12 +151,28 @@ def make_finding(
     )
 
 
-# Modules that define rules; imported lazily so `gguftpl inspect` does not pay for them.
-RULE_MODULES: list[str] = ["gguftpl.rules"]
+# Module of each code range -> the check scopes it registers. Imported on demand, range by range, so a file
+# audit never loads the repo rules (difflib, the repo facts) and `gguftpl inspect` loads none
+# (tests/test_rules_cmd.py checks the table against what each module registers).
+RULE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "gguftpl.rules.container": (("GT0",), ("file",)),
+    "gguftpl.rules.template": (("GT1",), ("file", "template")),
+    "gguftpl.rules.tools": (("GT2",), ("template",)),
+    "gguftpl.rules.tokens": (("GT3",), ("template",)),
+    "gguftpl.rules.safety": (("GT4",), ("file", "template")),
+    "gguftpl.rules.upstream": (("GT50",), ()),
+    "gguftpl.rules.repo": (("GT55",), ("repo",)),
+    "gguftpl.rules.llamacpp": (("GT6",), ("template", "llamacpp")),
+}
 
 
-def _load_rule_modules() -> None:
+def _load_rule_modules(*, code: str | None = None, scope: str | None = None) -> None:
+    """Import the rule modules (all of them, or those of ``code``'s range or with checks of ``scope``)."""
     import importlib
 
-    for mod in RULE_MODULES:
+    for mod, (prefixes, scopes) in RULE_MODULES.items():
+        if code is not None and not code.startswith(prefixes):
+            continue
+        if scope is not None and scope not in scopes:
+            continue
         importlib.import_module(mod)

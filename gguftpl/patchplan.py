@@ -274,12 +274,9 @@ def provenance_kv(plan: PatchPlan) -> dict[str, Any]:
 
 
 def _tool_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from gguftpl import __version__
 
-    try:
-        return version("gguftpl")
-    except PackageNotFoundError:  # pragma: no cover - running from an unpacked tree
-        return "unknown"
+    return __version__
 
 
 def _catalog_statuses(up: UpstreamConfig) -> dict[str, str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gguftpl import rules
 from gguftpl.audit import FileAudit, audit_paths
 from gguftpl.cli import main_group
 from gguftpl.findings import Severity
 from gguftpl.gguf.reader import read_header
+from gguftpl.rules import tools as rules
 
 UPSTREAM_REPO = "NousResearch/Hermes-2-Pro-Mistral-7B"
 BARTOWSKI_LIKE = "hermes-2-pro-mistral-7b.chatml.gguf"

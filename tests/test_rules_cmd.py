@@ -83,3 +83,21 @@ def test_unknown_rule_is_a_usage_error() -> None:
     assert code == 2
     assert out == ""
     assert "unknown rule 'GT999'" in err
+
+
+def test_rule_modules_table_matches_what_each_module_registers() -> None:
+    """findings.RULE_MODULES lets a file audit load only the rules it runs: it must name, for each module,
+    every code range it defines and every scope it has checks for."""
+    import importlib
+
+    from gguftpl import findings
+
+    rules = findings.all_rules()
+    assert len(rules) >= 48
+    for rule in rules:
+        owners = [m for m, (prefixes, _) in findings.RULE_MODULES.items() if rule.code.startswith(prefixes)]
+        assert len(owners) == 1, rule.code
+        assert rule in vars(importlib.import_module(owners[0])).values(), (rule.code, owners[0])
+    for scope in findings.SCOPES:
+        for rule, fn in findings.checks(scope):
+            assert scope in findings.RULE_MODULES[fn.__module__][1], (fn.__module__, scope, rule.code)

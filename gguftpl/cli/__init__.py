@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from gguftpl import __version__
 from gguftpl.errors import GGUFTplError
 
 # command name -> module under gguftpl.cli
@@ -116,7 +117,7 @@ def _usage_error(exc: click.ClickException) -> NoReturn:
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.version_option(package_name="gguftpl")
+@click.version_option(version=__version__, package_name="gguftpl")
 @click.pass_context
 def main_group(ctx: click.Context, debug: bool) -> None:
     """Find and repair broken chat templates inside GGUF model files."""

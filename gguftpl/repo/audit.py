@@ -346,7 +346,7 @@ def _audit_one(entry: QuantEntry, header: Any, s: _Settings, cache: Any, memo: d
 
 def _unreadable(entry: QuantEntry, exc: GGUFFormatError, keep: Any) -> QuantEntry:
     from gguftpl.audit import FileAudit
-    from gguftpl.rules import UNREADABLE_GGUF
+    from gguftpl.rules.container import UNREADABLE_GGUF
 
     f = make_finding(UNREADABLE_GGUF, str(exc), Location(file=entry.label), evidence=str(exc))
     audit = FileAudit(path=entry.label, error=str(exc), findings=[f] if keep(f.code) else [])

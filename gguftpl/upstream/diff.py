@@ -408,7 +408,7 @@ def diff_templateset(
 def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
     """Findings (GT501-GT503) for a diff, for audit-style reports."""
     from gguftpl.findings import Location, make_finding
-    from gguftpl.rules import UPSTREAM_SPECIAL_TOKENS_DIFFER, UPSTREAM_TEMPLATE_CHANGED, UPSTREAM_TEMPLATE_LOST
+    from gguftpl.rules.upstream import UPSTREAM_SPECIAL_TOKENS_DIFFER, UPSTREAM_TEMPLATE_CHANGED, UPSTREAM_TEMPLATE_LOST
     from gguftpl.templates.templateset import template_key
 
     where = file or result.file

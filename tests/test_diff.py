@@ -317,3 +317,24 @@ def test_diff_is_a_library_call(samples_dir, capsys) -> None:
     # discovered when no source is named: the sample's name matches a catalog entry
     found = gguftpl.diff(sample, options=gguftpl.DiffOptions(behaviour=False))
     assert found.upstream.repo_id == HERMES
+
+
+def test_sentencepiece_unk_is_not_a_difference(corpus_file, tmp_path) -> None:
+    """A SentencePiece GGUF stores `<unk>` as UNKNOWN (llama.cpp's converter always does) while upstream's
+    tokenizer_config marks it special: with every token equal, diff finds nothing and exits 0."""
+    from gguftpl.patching import patch_templates
+
+    gguf = tmp_path / "spm.gguf"
+    patch_templates(corpus_file("ggml-vocab-llama-spm.gguf"), gguf, {"default": CHATML}, provenance=False)
+    ts = load_templateset(read_header(gguf))
+    assert (ts.token_text(0), ts.token_type(0)) == ("<unk>", 2)  # UNKNOWN
+    added = {str(i): {"content": ts.token_text(i), "special": True} for i in (0, 1, 2)}
+    folder = tmp_path / "upstream"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(
+        tokenizer_config(CHATML, bos_token="<s>", eos_token="</s>", added_tokens_decoder=added), encoding="utf-8"
+    )
+    res = cli(["diff", str(gguf), "--upstream", str(folder), "--no-behaviour", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert not [d for d in data["special_tokens"]["differences"] if d["severity"] == "difference"]

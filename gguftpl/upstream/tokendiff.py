@@ -10,7 +10,10 @@ from typing import Any
 
 from gguftpl.upstream.config import UpstreamConfig, UpstreamSpecial
 
-CONTROL = 3
+CONTROL, UNKNOWN = 3, 2
+SPECIAL_TYPES = (CONTROL, UNKNOWN)
+"""GGUF token types a special upstream token becomes: llama.cpp's converter writes special added tokens as
+CONTROL and SentencePiece's ``<unk>`` as UNKNOWN (tokenizer_config marks ``<unk>`` special all the same)."""
 
 
 @dataclass
@@ -93,7 +96,7 @@ def _added_sides(tset: Any, sp: UpstreamSpecial, notes: list[TokenDifference]) -
         text = tset.token_text(tid)
         ttype = tset.token_type(tid)
         added_u[tid] = {"text": tok["content"], "control": bool(tok.get("special"))}
-        added_g[tid] = {"text": text, "control": ttype == CONTROL if ttype is not None else None}
+        added_g[tid] = {"text": text, "control": ttype in SPECIAL_TYPES if ttype is not None else None}
         if not tok.get("special") and ttype == CONTROL:
             # llama.cpp's converter marks <|...|>-looking added tokens CONTROL on purpose
             added_g[tid]["control"] = False
@@ -155,5 +158,6 @@ def _kind(path: str) -> str:
 
 def _token_message(path: str, g: Any, u: Any) -> str:
     if path.endswith(".control"):
-        return f"{path}: upstream says special={u}, the GGUF token type is {'CONTROL' if g else 'not CONTROL'}"
+        kind = "CONTROL (or UNKNOWN for <unk>)" if g else "neither CONTROL nor UNKNOWN"
+        return f"{path}: upstream says special={u}, the GGUF token type is {kind}"
     return f"{path}: GGUF {g!r}, upstream {u!r}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -556,6 +557,12 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
                 add(f)
         elif os.path.exists(p):
             add(p)
+        elif re.fullmatch(r"GT\d{1,3}", p, re.IGNORECASE):
+            # `--ignore GT304 GT205` reads GT205 as a path: options take one value each
+            raise UsageError(
+                f"no such file or directory: {p} (to select or ignore several rules, separate them with commas "
+                f"or repeat the option: --ignore GT304,{p.upper()})"
+            )
         else:
             raise UsageError(f"no such file or directory: {p}")
     return out

@@ -99,6 +99,11 @@ def inspect_text(info: dict[str, Any], ts: TemplateSet, only: str | None = None,
             f"  template {printable(t['name'])} ({printable(t['key'])}): {t['length']} bytes, {t['lines']} lines, "
             f"sha256 {t['sha256']}"
         )
+        status = info["provenance"].get(f"gguftpl.patch.template.{t['name']}.status")
+        if isinstance(status, str):
+            from gguftpl.upstream.catalog import proven
+
+            lines.append(f"    written by gguftpl patch from the bundled catalog: {printable(proven(status))}")
         text = ts.templates[t["name"]].text
         head = text.splitlines()[:3] if only is None else text.splitlines()
         for ln in head:

@@ -35,6 +35,7 @@ def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) 
         lines.append(f"  {it.action:<9} {it.name:<12} {it.key:<{key_width}}  {shas}")
     if not plan.changes:
         lines.append("  no template changes: the file already has these templates")
+    lines += _catalog_status_lines(plan)
     for it in plan.changes:
         new_label = f"upstream:{up.label}:{it.name}" if up else f"new:{it.name}"
         diff = list(
@@ -56,6 +57,17 @@ def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) 
         lines += ["", "other keys:"]
         lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
     return "\n".join(lines) + "\n"
+
+
+def _catalog_status_lines(plan: PatchPlan) -> list[str]:
+    """Which catalog texts are proven (upstream_templates/index.json), for the templates the plan writes."""
+    up = plan.upstream
+    if up is None or not up.statuses:
+        return []
+    from gguftpl.upstream.catalog import proven
+
+    written = [it.name for it in plan.changes if it.action != REMOVE and it.name in up.statuses]
+    return [f"  catalog {name}: {proven(up.statuses[name])}" for name in written]
 
 
 def result_text(result: PatchResult) -> str:

@@ -177,3 +177,12 @@ def test_golden_audit(fmt: str, golden_tree: Path, monkeypatch: pytest.MonkeyPat
     suffix = {"text": "txt", "json": "json", "sarif": "sarif", "github": "github.txt"}[fmt]
     text = normalise(out, paths={str(golden_tree.parent): "<TMP>"}, version=tool_version())
     assert_golden(f"audit.{suffix}", text)
+
+
+def test_a_second_rule_code_after_ignore_gets_a_hint(samples_dir) -> None:
+    """`--ignore GT304 GT205` reads GT205 as a path: the one-line error says how to give several codes."""
+    res = CliRunner().invoke(
+        main_group, ["audit", "--ignore", "GT304", "GT205", str(samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf")]
+    )
+    assert res.exit_code == 2
+    assert "--ignore GT304,GT205" in res.stderr

@@ -53,7 +53,9 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
     metavar="CODES",
     help="Only these rules; codes or prefixes (GT2), comma-separated or repeated.",
 )
-@click.option("--ignore", multiple=True, metavar="CODES", help="Skip these rules; codes or prefixes.")
+@click.option(
+    "--ignore", multiple=True, metavar="CODES", help="Skip these rules; codes or prefixes, comma-separated or repeated."
+)
 @click.option(
     "-o",
     "--output",

@@ -23,6 +23,19 @@ from typing import Any
 from gguftpl.errors import HubError
 
 STATUSES = ("EXACT", "CORROBORATED", "PROXY")
+PROVEN = {
+    "EXACT": "byte-verified: a byte copy of the fetched upstream file",
+    "CORROBORATED": "not byte-verified: text several independent copies agree on",
+    "PROXY": "not byte-verified: stand-in text for a file that could not be fetched",
+}
+"""What each catalog status proves, in the words patch, diff and inspect print."""
+
+
+def proven(status: str) -> str:
+    """``PROXY (not byte-verified: …)``: a catalog status and what it proves."""
+    return f"{status} ({PROVEN.get(status, 'unknown status')})"
+
+
 CATALOG_FOLDER = "upstream_templates"
 
 
@@ -105,6 +118,7 @@ class CatalogEntry:
             warnings=warnings,
             files=[self.templates[n].file for n in order],
             complete=self.complete,
+            statuses={n: self.templates[n].status for n in order},
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -99,6 +99,8 @@ class UpstreamConfig:
     """sanitised name -> name as written upstream, where they differ."""
     complete: bool = True
     """False when the source may hold more templates than listed (a partial catalog entry)."""
+    statuses: dict[str, str] = field(default_factory=dict)
+    """Catalog only: template name -> EXACT | CORROBORATED | PROXY (``catalog.PROVEN`` says what each proves)."""
 
     @property
     def label(self) -> str:

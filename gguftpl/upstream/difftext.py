@@ -33,7 +33,9 @@ def diff_data(result: DiffResult) -> dict[str, Any]:
 
 def diff_text(result: DiffResult) -> str:
     up = result.upstream
-    lines = [f"{result.file}", f"  upstream: {up.label} ({_ORIGIN.get(up.origin, up.origin)}; {result.how_found})"]
+    origin = _ORIGIN.get(up.origin, up.origin)
+    how = f"; {result.how_found}" if result.how_found and result.how_found != origin else ""
+    lines = [f"{result.file}", f"  upstream: {up.label} ({origin}{how})"]
     if up.commit_sha:
         lines.append(f"  commit:   {up.commit_sha}")
     lines += ["", "Templates", *_template_lines(result), "", "Special tokens", *_token_lines(result)]
@@ -65,6 +67,10 @@ def _template_lines(result: DiffResult) -> list[str]:
         g = f"gguf {t.gguf_sha256[:12]} ({t.gguf_length} B)" if t.gguf_sha256 else "gguf -"
         u = f"upstream {t.upstream_sha256[:12]} ({t.upstream_length} B)" if t.upstream_sha256 else "upstream -"
         lines.append(f"  {t.name:<{width}}  {status:<16} {g}  {u}")
+        if t.name in result.upstream.statuses:
+            from gguftpl.upstream.catalog import proven
+
+            lines.append(f"  {'':<{width}}  catalog text {proven(result.upstream.statuses[t.name])}")
         if t.status == "upstream_only":
             tools = " It reads `tools`;" if t.reads_tools.get("upstream") else ""
             lines.append(

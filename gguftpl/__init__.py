@@ -24,6 +24,16 @@ from gguftpl.gguf.reader import GGUFHeader, read_header
 
 # name -> module, imported on first use
 _LAZY = {
+    "Finding": "gguftpl.findings",
+    "Severity": "gguftpl.findings",
+    "Rule": "gguftpl.findings",
+    "Location": "gguftpl.findings",
+    "all_rules": "gguftpl.findings",
+    "TemplateFacts": "gguftpl.templates.facts",
+    "template_findings": "gguftpl.templates.analysis",
+    "AuditOptions": "gguftpl.audit",
+    "AnalysisCache": "gguftpl.audit",
+    "audit_file": "gguftpl.audit",
     "load_templateset": "gguftpl.templates.templateset",
     "TemplateSet": "gguftpl.templates.templateset",
     "analyze_templateset": "gguftpl.templates.analysis",

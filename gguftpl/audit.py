@@ -11,6 +11,7 @@ be listed (``OSError``) raise.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -30,6 +31,7 @@ from gguftpl.templates.factstore import FactsStore
 
 __all__ = [
     "AnalysisCache",
+    "AuditOptions",
     "AuditRun",
     "FileAudit",
     "RuleFilter",
@@ -149,6 +151,32 @@ class RuleFilter:
             return False
         ign = self._specificity(code, self.ignore)
         return ign < sel
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How an audit runs: which rules (``select``/``ignore``: codes or prefixes, comma-separated or one per
+    item, ruff's precedence), which engine (``hf``: transformers' semantics, and llama.cpp when xllamacpp is
+    installed; ``hf-only``; ``llamacpp``: also verify each local file through llama.cpp) and whether an
+    unexpected error raises (``strict``, ``--debug``) instead of being reported as GT002."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    engine: str = "hf"
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        _check_engine(self.engine)
+        for name in ("select", "ignore"):  # a plain string or any iterable becomes a tuple of selectors
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        self.keep  # noqa: B018 - an unknown selector is a usage error now, not at the first finding
+
+    @functools.cached_property
+    def keep(self) -> RuleFilter:
+        """The rule filter of ``select`` and ``ignore``."""
+        return RuleFilter(self.select, self.ignore)
 
 
 # --- analysis cache ---------------------------------------------------------------------------------
@@ -380,27 +408,23 @@ _ENGINES = ("hf", "hf-only", "llamacpp")
 def audit_header(
     header: Any,
     label: str,
+    options: AuditOptions | None = None,
     *,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
-    engine: str = "hf",
     cache: AnalysisCache | None = None,
-    rule_filter: RuleFilter | None = None,
-    strict: bool = False,
 ) -> FileAudit:
     """Audit one already-read header (from a local file, an HTTP range read, …) reported as ``label``.
 
-    ``strict`` re-raises unexpected exceptions from the analysis instead of reporting GT002 (``--debug``).
+    With ``options.strict`` an unexpected exception from the analysis raises instead of being GT002.
     """
     from gguftpl.rules.container import AUDIT_FAILED
 
     start = time.perf_counter()
-    _check_engine(engine)
-    keep = rule_filter or RuleFilter(select, ignore)
+    options = options or AuditOptions()
+    keep = options.keep
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
     try:
-        loaded, audit.cached = cache.load(header, engine)
+        loaded, audit.cached = cache.load(header, options.engine)
         audit.upstream_repo, audit.upstream_how = loaded.upstream_repo, loaded.upstream_how
         audit.templates = list(loaded.facts.templates)
         ctx = FileContext(
@@ -417,7 +441,7 @@ def audit_header(
     except UsageError:
         raise
     except Exception as exc:
-        if strict and not isinstance(exc, GGUFTplError):
+        if options.strict and not isinstance(exc, GGUFTplError):
             raise
         audit.error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, GGUFTplError) else str(exc)
         failed = make_finding(
@@ -455,14 +479,10 @@ def _unreadable(label: str, path: str | os.PathLike[str], exc: GGUFFormatError, 
 
 def audit_file(
     path: str | os.PathLike[str],
+    options: AuditOptions | None = None,
     *,
     label: str | None = None,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
-    engine: str = "hf",
     cache: AnalysisCache | None = None,
-    rule_filter: RuleFilter | None = None,
-    strict: bool = False,
 ) -> FileAudit:
     """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception.
 
@@ -472,7 +492,8 @@ def audit_file(
     from gguftpl.gguf.reader import read_header
 
     label = label if label is not None else os.fspath(path)
-    keep = rule_filter or RuleFilter(select, ignore)
+    options = options or AuditOptions()
+    keep = options.keep
     start = time.perf_counter()
     notes: list[str] = []
     try:
@@ -491,11 +512,11 @@ def audit_file(
         audit.seconds = time.perf_counter() - start
         return audit
     try:
-        audit = audit_header(header, label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+        audit = audit_header(header, label, options, cache=cache)
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
-    if engine == "llamacpp" and audit.error is None:
+    if options.engine == "llamacpp" and audit.error is None:
         _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit
@@ -570,25 +591,22 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 def audit_paths(
     paths: Iterable[str | os.PathLike[str]],
+    options: AuditOptions | None = None,
     *,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
-    engine: str = "hf",
     cache: AnalysisCache | None = None,
-    strict: bool = False,
     progress: Callable[[FileAudit], None] | None = None,
 ) -> AuditRun:
     """Audit files and directories (recursively, ``*.gguf``). Raises ``UsageError`` for a missing path
     or an unknown selector; every per-file problem is a finding in the returned run."""
     start = time.perf_counter()
-    keep = RuleFilter(select, ignore)
-    _check_engine(engine)
+    options = options or AuditOptions()
+    engine = options.engine
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
     todo = collect_paths(paths)
     for p in todo:
-        fa = audit_file(p, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+        fa = audit_file(p, options, cache=cache)
         run.files.append(fa)
         if progress is not None:
             progress(fa)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from gguftpl.audit import audit_file
+from gguftpl.audit import AuditOptions, audit_file
 from gguftpl.templates import probes
 from gguftpl.templates.analysis import analyze_template_text, template_findings
 from gguftpl.templates.dialect import classify, render_call
@@ -80,7 +80,7 @@ def test_audit_reports_the_call_id_on_a_gguf(make_gguf: Callable[..., Path]) -> 
     text = _text("moonshotai-Kimi-K2-Thinking.jinja")
     specials = sorted(set(re.findall(r"<\|[a-z_]+\|>", text)))
     path = make_gguf("kimi.gguf", templates={"default": text}, specials=tuple(specials), bos=None, eos="<|im_end|>")
-    result = audit_file(path, engine="hf-only")
+    result = audit_file(path, AuditOptions(engine="hf-only"))
     gt209 = [f for f in result.findings if f.code == "GT209"]
     assert len(gt209) == 1 and gt209[0].template == "default"
     assert gt209[0].severity.value == "info"

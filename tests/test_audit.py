@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.audit import AnalysisCache, RuleFilter, audit_file, audit_header, audit_paths, collect_paths
+from gguftpl.audit import AnalysisCache, AuditOptions, RuleFilter, audit_file, audit_header, audit_paths, collect_paths
 from gguftpl.errors import GGUFFormatError, UsageError
 from gguftpl.findings import Severity
 from gguftpl.gguf.reader import read_header
@@ -84,7 +84,7 @@ def test_missing_path_or_unknown_engine_is_a_usage_error(tmp_path: Path) -> None
     with pytest.raises(UsageError, match="no such file or directory"):
         audit_paths([tmp_path / "missing.gguf"])
     with pytest.raises(UsageError, match="unknown analysis engine"):
-        audit_paths([tmp_path], engine="nope")
+        audit_paths([tmp_path], AuditOptions(engine="nope"))
 
 
 # --- unreadable files --------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_unreadable_files_are_findings_and_the_run_goes_on(tmp_path: Path, make_
     assert run.files[3].error is None and run.files[3].templates
     assert all(f.code != "GT001" for f in run.files[3].findings)
     assert run.exit_code("error") == 1
-    assert audit_paths(paths[:3], ignore=["GT001"]).exit_code("info") == 0
+    assert audit_paths(paths[:3], AuditOptions(ignore=["GT001"])).exit_code("info") == 0
 
 
 def test_audit_failure_is_a_finding_not_a_crash() -> None:
@@ -120,7 +120,7 @@ def test_audit_failure_is_a_finding_not_a_crash() -> None:
     assert [f.code for f in fa.findings] == ["GT002"]
     assert fa.findings[0].location.file == "weird-source"
     with pytest.raises(AttributeError):
-        audit_header(object(), "weird-source", strict=True)
+        audit_header(object(), "weird-source", AuditOptions(strict=True))
 
 
 # --- the analysis, the cache and header sources ---------------------------------------------------------
@@ -180,9 +180,9 @@ def test_select_and_ignore_apply_to_analysis_findings(make_gguf: MakeGGUF) -> No
     codes = sorted({f.code for f in full.findings})
     assert codes
     first = codes[0]
-    only = audit_file(path, select=[first])
+    only = audit_file(path, AuditOptions(select=[first]))
     assert {f.code for f in only.findings} == {first}
-    rest = audit_file(path, ignore=[first])
+    rest = audit_file(path, AuditOptions(ignore=[first]))
     assert first not in {f.code for f in rest.findings}
     assert len(rest.findings) + len(only.findings) == len(full.findings)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gguftpl.audit import audit_paths
+from gguftpl.audit import AuditOptions, audit_paths
 from tests.conftest import SAMPLES
 
 pytest.importorskip("xllamacpp")
 
 
 def test_llamacpp_engine_adds_llamacpp_verdicts():
-    bad = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"], engine="llamacpp")
+    bad = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"], AuditOptions(engine="llamacpp"))
     codes = {f.code for f in bad.findings}
     assert "GT201" in codes  # transformers semantics
     assert "GT601" in codes  # llama.cpp dropped the tools too
@@ -19,7 +19,7 @@ def test_llamacpp_engine_adds_llamacpp_verdicts():
     assert gt601.evidence
     assert "--from-hub NousResearch/Hermes-2-Pro-Mistral-7B" in gt601.fix
 
-    good = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"], engine="llamacpp")
+    good = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"], AuditOptions(engine="llamacpp"))
     assert not [f for f in good.findings if f.code.startswith("GT6") and f.severity.value == "error"]
     assert good.exit_code("error") == 0
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 
+import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import COMMANDS, main_group
@@ -34,3 +37,16 @@ def test_every_command_has_help():
         body = result.output.split("\n\n", 1)[1]
         assert len(body.strip()) > 40, name
         assert f"### `gguftpl {name}" in (ROOT / "README.md").read_text(encoding="utf-8") or name == "rules"
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch):
+    """The README's Python library example, run as written (from the checkout, like the README's commands)."""
+    pytest.importorskip("xllamacpp")
+    (code,) = re.findall(r"```python\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's output folder goes here
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the project's own documentation
+    result = namespace["result"]
+    assert os.path.isfile(result.output) and result.output.startswith(str(tmp_path))
+    assert namespace["check"].template == "tool_use"  # llama.cpp picks the restored tool_use for tools

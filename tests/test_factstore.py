@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.audit import AnalysisCache, audit_paths
+from gguftpl.audit import AnalysisCache, AuditOptions, audit_paths
 from gguftpl.templates import factstore
 from gguftpl.templates.factstore import FactsStore
 from gguftpl.templates.gather import gather_facts
@@ -35,7 +35,7 @@ def test_facts_read_back_equal(tmp_path: Path) -> None:
 def test_a_second_audit_renders_nothing(tmp_path: Path, make_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
     path = make_gguf("m.gguf", templates={"default": CHATML + "{# store #}"})
     store_dir = tmp_path / "cache"
-    first = audit_paths([path], engine="hf-only", cache=AnalysisCache(FactsStore(store_dir)))
+    first = audit_paths([path], AuditOptions(engine="hf-only"), cache=AnalysisCache(FactsStore(store_dir)))
 
     from gguftpl.templates import analysis
 
@@ -44,7 +44,7 @@ def test_a_second_audit_renders_nothing(tmp_path: Path, make_gguf, monkeypatch: 
 
     monkeypatch.setattr(analysis, "gather_facts", no_render)
     store = FactsStore(store_dir)
-    second = audit_paths([path], engine="hf-only", cache=AnalysisCache(store))
+    second = audit_paths([path], AuditOptions(engine="hf-only"), cache=AnalysisCache(store))
     assert store.disk_hits == 1
     assert [f.to_dict() for f in second.findings] == [f.to_dict() for f in first.findings]
     assert second.files[0].templates == first.files[0].templates

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gguftpl.audit import AuditOptions
 from gguftpl.errors import HubError
 from gguftpl.gguf.reader import read_header
 from gguftpl.repo.audit import RepoAudit, audit_hub_repo, audit_local_dir, bench_remote_audit
@@ -264,8 +265,8 @@ def test_local_folder_unreadable_file_is_reported_not_fatal(quant_dir: Callable[
 
 def test_select_and_ignore_apply_to_repo_rules(quant_dir: Callable[..., Path]) -> None:
     folder = quant_dir({"A": {"templates": both_templates()}, "B": {"templates": {"default": CHATML}}})
-    assert codes(audit_local_dir(folder, upstream=False, ignore="GT550")) == []
-    ra = audit_local_dir(folder, upstream=False, select="GT55")
+    assert codes(audit_local_dir(folder, upstream=False, options=AuditOptions(ignore="GT550"))) == []
+    ra = audit_local_dir(folder, upstream=False, options=AuditOptions(select="GT55"))
     assert codes(ra) == [("GT550", str(folder / "model-B.gguf"))]
     assert all(f.code.startswith("GT55") for f in ra.run.findings)
 

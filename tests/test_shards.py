@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gguftpl.audit import AnalysisCache, audit_file, audit_paths, collect_paths
+from gguftpl.audit import AnalysisCache, AuditOptions, audit_file, audit_paths, collect_paths
 from gguftpl.cli import main_group
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.open import MissingFirstShardError, open_header
@@ -69,7 +69,7 @@ def test_missing_first_shard_is_a_finding_not_the_end_of_the_run(tmp_path: Path,
     assert codes(orphan) == ["GT555"] and "00001-of-00003" in orphan.findings[0].message
     assert orphan.error is not None and run.files[1].error is None
     assert run.exit_code() == 1
-    assert audit_paths([s3], ignore=["GT555"]).files[0].findings == []
+    assert audit_paths([s3], AuditOptions(ignore=["GT555"])).files[0].findings == []
 
 
 def test_directory_of_shards_audits_shard_one_once(tmp_path: Path, make_gguf: Any) -> None:

@@ -15,6 +15,7 @@ import click
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
+    from gguftpl.audit import AnalysisCache, AuditOptions
     from gguftpl.repo.audit import TargetsAudit
 
 SEVERITIES = ["error", "warning", "info"]
@@ -146,24 +147,23 @@ def command(
       1  findings at or above --fail-on
       2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
-    from gguftpl.audit import AnalysisCache, audit_paths
+    from gguftpl.audit import AnalysisCache, AuditOptions, audit_paths
     from gguftpl.gguf.hubref import is_remote
     from gguftpl.report import get_formatter, write_atomic
 
     debug = bool(ctx.obj and ctx.obj.get("debug"))
+    options = AuditOptions(select=select, ignore=ignore, engine=engine, strict=debug)
+    cache = AnalysisCache() if no_cache else AnalysisCache.on_disk()
     colored = use_color(color, output) if fmt == "text" else False
     formatter = get_formatter(fmt, **({"color": colored} if fmt == "text" else {}))
     if not paths and not repos:
         raise click.UsageError("Missing argument 'PATH...' (or --repo ORG/REPO).", ctx=ctx)
     if repos or repo_check or any(is_remote(p) for p in paths):
-        result = _audit_targets(paths, repos, repo_check, jobs, select, ignore, upstream, no_upstream, engine, debug)
+        result = _audit_targets(paths, repos, repo_check, jobs, options, upstream, no_upstream, cache)
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        cache = AnalysisCache() if no_cache else AnalysisCache.on_disk()
-        run = audit_paths(
-            list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug, cache=cache
-        )
+        run = audit_paths(list(paths), options, cache=cache)
         if not run.files:
             click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
         report = formatter.format(run)
@@ -179,12 +179,10 @@ def _audit_targets(
     repos: tuple[str, ...],
     repo_check: bool,
     jobs: int,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
+    options: AuditOptions,
     upstream: str | None,
     no_upstream: bool,
-    engine: str,
-    strict: bool,
+    cache: AnalysisCache,
 ) -> TargetsAudit:
     """Remote files, ``--repo`` and ``--repo-check``: one run, with a progress bar on a terminal."""
     from gguftpl.cli.progress import TerminalProgress
@@ -197,12 +195,10 @@ def _audit_targets(
             repos=list(repos),
             repo_check=repo_check,
             jobs=jobs,
-            select=list(select),
-            ignore=list(ignore),
+            options=options,
             upstream=False if no_upstream else (upstream or True),
-            engine=engine,
-            strict=strict,
             progress=progress,
+            cache=cache,
         )
     finally:
         progress.done()

@@ -52,10 +52,8 @@ Fetch = Callable[[QuantEntry], tuple[Any, dict[str, Any] | None]]
 class _Settings:
     """What every file of one repo audit is audited with."""
 
-    keep: Any
-    """``gguftpl.audit.RuleFilter``."""
-    engine: str
-    strict: bool
+    options: Any
+    """``gguftpl.audit.AuditOptions``."""
     upstream: bool | str
     endpoint: str | None
     token: str | bool | None
@@ -166,12 +164,9 @@ def audit_hub_repo(
     endpoint: str | None = None,
     token: str | bool | None = None,
     jobs: int = 4,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
+    options: Any = None,
     upstream: bool | str = True,
     cache_dir: str | os.PathLike[str] | None = None,
-    engine: str = "hf",
-    strict: bool = False,
     progress: Progress | None = None,
     initial_chunk: int = DEFAULT_INITIAL_CHUNK,
     max_chunk: int = DEFAULT_MAX_CHUNK,
@@ -183,7 +178,7 @@ def audit_hub_repo(
     no upstream comparison. A Hub failure (missing repo, gated, offline, dropped connection) raises
     ``HubError``: a repo audit that skipped files must not pass."""
     start = time.perf_counter()
-    s = _settings(jobs, select, ignore, engine, strict, upstream, endpoint, token, cache_dir, progress)
+    s = _settings(jobs, options, upstream, endpoint, token, cache_dir, progress)
     ref, sha, files = list_repo_ggufs(repo, endpoint=endpoint, token=token)
     commit = sha or ref.revision
 
@@ -211,21 +206,18 @@ def audit_local_dir(
     path: str | os.PathLike[str],
     *,
     jobs: int = 1,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
+    options: Any = None,
     upstream: bool | str = True,
     endpoint: str | None = None,
     token: str | bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
-    engine: str = "hf",
-    strict: bool = False,
     progress: Progress | None = None,
 ) -> RepoAudit:
     """The same checks on a local folder of GGUFs (a converter's output before upload), recursively."""
     from gguftpl.gguf.reader import read_header
 
     folder = os.fspath(path)
-    s = _settings(jobs, select, ignore, engine, strict, upstream, endpoint, token, cache_dir, progress)
+    s = _settings(jobs, options, upstream, endpoint, token, cache_dir, progress)
     if not os.path.isdir(folder):
         raise UsageError(f"not a directory: {folder}")
     start = time.perf_counter()
@@ -247,22 +239,18 @@ def audit_local_dir(
 
 def _settings(
     jobs: int,
-    select: Iterable[str] | str | None,
-    ignore: Iterable[str] | str | None,
-    engine: str,
-    strict: bool,
+    options: Any,
     upstream: bool | str,
     endpoint: str | None,
     token: str | bool | None,
     cache_dir: str | os.PathLike[str] | None,
     progress: Progress | None,
 ) -> _Settings:
-    from gguftpl.audit import RuleFilter
+    from gguftpl.audit import AuditOptions
 
     if jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    keep = RuleFilter(select, ignore)
-    return _Settings(keep, engine, strict, upstream, endpoint, token, cache_dir, jobs, progress)
+    return _Settings(options or AuditOptions(), upstream, endpoint, token, cache_dir, jobs, progress)
 
 
 def _size_or_none(path: str) -> int | None:
@@ -287,7 +275,7 @@ def _audit_entries(entries: list[QuantEntry], fetch: Fetch, s: _Settings) -> tup
         try:
             header, remote = fut.result()
         except GGUFFormatError as exc:
-            audited[e.name] = _unreadable(e, exc, s.keep)
+            audited[e.name] = _unreadable(e, exc, s.options.keep)
         else:
             try:
                 audited[e.name] = _audit_one(replace(e, remote=remote), header, s, cache, memo)
@@ -331,7 +319,7 @@ def _audit_one(entry: QuantEntry, header: Any, s: _Settings, cache: Any, memo: d
         summary = summarize(header, memo)
     except Exception as exc:  # noqa: BLE001 - the per-file audit reports it (GT002); the repo check skips it
         error = f"{type(exc).__name__}: {exc}"
-    audit = audit_header(header, entry.label, engine=s.engine, cache=cache, rule_filter=s.keep, strict=s.strict)
+    audit = audit_header(header, entry.label, s.options, cache=cache)
     if summary is None:
         return replace(entry, error=error, audit=audit, upstream_repo=audit.upstream_repo)
     return replace(
@@ -359,7 +347,7 @@ def _finish(target: str, kind: str, entries: list[QuantEntry], s: _Settings, sta
 
     groups = RepoFacts(target, tuple(entries)).groups()
     upstream = upstream_facts(groups, s.upstream, endpoint=s.endpoint, token=s.token, cache_dir=s.cache_dir)
-    cross = check_repo(RepoFacts(target, tuple(entries), upstream or {}), s.keep)
+    cross = check_repo(RepoFacts(target, tuple(entries), upstream or {}), s.options.keep)
     per_file: dict[str, list[Finding]] = {}
     for f in cross:
         per_file.setdefault(f.location.file, []).append(f)
@@ -411,11 +399,8 @@ def audit_remote_file(
     *,
     endpoint: str | None = None,
     token: str | bool | None = None,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
-    engine: str = "hf",
+    options: Any = None,
     cache: Any = None,
-    strict: bool = False,
     initial_chunk: int = DEFAULT_INITIAL_CHUNK,
     max_chunk: int = DEFAULT_MAX_CHUNK,
     retries: int = 2,
@@ -423,9 +408,9 @@ def audit_remote_file(
     """Audit one remote GGUF from its header: (``FileAudit``, the ``RemoteRead`` or None if unreadable).
 
     A header that is not a GGUF is a GT001 finding; Hub failures raise ``HubError``."""
-    from gguftpl.audit import RuleFilter, audit_header
+    from gguftpl.audit import AuditOptions, audit_header
 
-    keep = RuleFilter(select, ignore)
+    options = options or AuditOptions()
     label = spec if isinstance(spec, str) else spec.spec
     try:
         rr = read_remote_header(
@@ -437,9 +422,9 @@ def audit_remote_file(
             retries=retries,
         )
     except GGUFFormatError as exc:
-        return _unreadable(QuantEntry(label=label, name=label), exc, keep).audit, None
+        return _unreadable(QuantEntry(label=label, name=label), exc, options.keep).audit, None
     try:
-        fa = audit_header(rr.header, rr.label, engine=engine, cache=cache, rule_filter=keep, strict=strict)
+        fa = audit_header(rr.header, rr.label, options, cache=cache)
     finally:
         rr.header.close()
     return fa, rr
@@ -476,62 +461,39 @@ def audit_targets(
     repos: Sequence[str] = (),
     repo_check: bool = False,
     jobs: int = 4,
-    select: Iterable[str] | str | None = None,
-    ignore: Iterable[str] | str | None = None,
+    options: Any = None,
     upstream: bool | str = True,
-    engine: str = "hf",
-    strict: bool = False,
     progress: Progress | None = None,
     endpoint: str | None = None,
+    cache: Any = None,
 ) -> TargetsAudit:
     """Audit local paths, remote GGUFs and Hub repos into one run.
 
     ``repo_check``: each directory in ``paths`` is treated as one model's set of quants (the converter's
     output folder) and gets the repo-level checks; otherwise directories are audited file by file.
     ``upstream`` (True / repo id / False) only matters for repo-level checks."""
-    from gguftpl.audit import AnalysisCache, AuditRun, audit_paths
+    from gguftpl.audit import AnalysisCache, AuditOptions, AuditRun, audit_paths
 
     start = time.perf_counter()
     if not paths and not repos:
         raise UsageError("give a PATH (file, folder, hf://… or URL) or --repo ORG/REPO")
+    options = options or AuditOptions()
     result = TargetsAudit(run=AuditRun())
-    cache = AnalysisCache()
+    cache = cache if cache is not None else AnalysisCache()
     for p in paths:  # in the order given, so the report reads like the command line
         if is_remote(p):
-            fa, rr = audit_remote_file(
-                p, endpoint=endpoint, select=select, ignore=ignore, engine=engine, cache=cache, strict=strict
-            )
+            fa, rr = audit_remote_file(p, endpoint=endpoint, options=options, cache=cache)
             result.run.files.append(fa)
             if rr is not None:
                 result.remote[fa.path] = rr.remote_dict()
         elif repo_check and os.path.isdir(p):
-            ra = audit_local_dir(
-                p,
-                jobs=jobs,
-                select=select,
-                ignore=ignore,
-                upstream=upstream,
-                endpoint=endpoint,
-                engine=engine,
-                strict=strict,
-                progress=progress,
-            )
+            ra = audit_local_dir(p, jobs=jobs, options=options, upstream=upstream, endpoint=endpoint, progress=progress)
             _add_repo(result, ra)
         else:
-            sub = audit_paths([p], select=select, ignore=ignore, engine=engine, cache=cache, strict=strict)
+            sub = audit_paths([p], options, cache=cache)
             result.run.files.extend(sub.files)
     for spec in repos:
-        ra = audit_hub_repo(
-            spec,
-            endpoint=endpoint,
-            jobs=jobs,
-            select=select,
-            ignore=ignore,
-            upstream=upstream,
-            engine=engine,
-            strict=strict,
-            progress=progress,
-        )
+        ra = audit_hub_repo(spec, endpoint=endpoint, jobs=jobs, options=options, upstream=upstream, progress=progress)
         _add_repo(result, ra)
     result.run.analyses = sum(r.run.analyses for r in result.repos) + cache.misses
     result.run.rules = _rules_for(result.run.findings)

@@ -284,8 +284,10 @@ class AnalysisCache:
         is asked then (llama.cpp drops one it cannot parse silently)."""
         if engine == "hf-only" or self.parse_skipped:
             return ()
-        if not _installed("xllamacpp"):  # not installed: the audit goes on without llama.cpp
-            from gguftpl.verify.session import NOT_INSTALLED
+        from gguftpl.verify.llamaenv import llamacpp_available
+
+        if not llamacpp_available():  # not installed: the audit goes on without llama.cpp
+            from gguftpl.verify.llamaenv import NOT_INSTALLED
 
             self.parse_skipped = NOT_INSTALLED
             return ()
@@ -295,16 +297,6 @@ class AnalysisCache:
 
     def __len__(self) -> int:
         return len(self._sets)
-
-
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported, without importing it (xllamacpp's import costs 70 ms)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _set_key(tset: Any, header: Any, engine: str) -> str:

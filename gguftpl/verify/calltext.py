@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gguftpl.errors import LlamaCppError
-from gguftpl.verify.session import LlamaCppSession, Message, llamacpp_date_string
+from gguftpl.verify.llamaenv import llamacpp_date_string
+from gguftpl.verify.session import LlamaCppSession, Message
 
 _REPLY_MARK = "qz7gguftplreplymark"
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gguftpl.verify.llamaenv import llamacpp_date_string
 from gguftpl.verify.result import FAIL, PASS, SKIP, STAGE_AGREEMENT, Stage
-from gguftpl.verify.session import LlamaCppSession, Message, llamacpp_date_string
+
+if TYPE_CHECKING:
+    from gguftpl.verify.session import LlamaCppSession, Message
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -66,7 +66,7 @@ def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -
 def parse_check_prestart() -> None:
     """Start the parse-check worker now, so its start overlaps the caller's own work (no-op without
     xllamacpp or when it runs already)."""
-    from gguftpl.verify.session import llamacpp_available
+    from gguftpl.verify.llamaenv import llamacpp_available
 
     if llamacpp_available():
         parse_check_worker().prestart()
@@ -113,10 +113,12 @@ def llamacpp_renders(
     ``{"error": None, "caps": {...}, "renders": {probe name: {"text": prompt} | {"error": message}}}``. All of
     it in the parse-check child: the load under ``timeout``, each render under ``render_timeout``; after a render
     that overran, the later probes are not rendered (``{"error": …"not rendered"}``)."""
+    from gguftpl.errors import LlamaCppError
     from gguftpl.templates.templateset import sha256_text
-    from gguftpl.verify.session import require_xllamacpp
+    from gguftpl.verify.llamaenv import NOT_INSTALLED, llamacpp_available
 
-    require_xllamacpp()
+    if not llamacpp_available():  # only the worker imports xllamacpp
+        raise LlamaCppError(NOT_INSTALLED)
     pool = parse_check_worker()
     base = {"text": text, "bos": specials[0], "eos": specials[1]}
     loaded = _answer(pool.ask("load", base, timeout), timeout)

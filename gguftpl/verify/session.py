@@ -38,9 +38,8 @@ from typing import Any
 
 from gguftpl.errors import GGUFTplError, LlamaCppError, UsageError
 from gguftpl.verify.choice import TemplateChoice, choose_template
+from gguftpl.verify.llamaenv import NOT_INSTALLED
 
-INSTALL_HINT = "pip install 'gguftpl[llamacpp]'"
-NOT_INSTALLED = f"llama.cpp verification needs the xllamacpp package, which is not installed: {INSTALL_HINT}"
 HTTP_TIMEOUT = 300.0
 """Seconds for one request to the in-process server (a real 70B prompt evaluation can be slow)."""
 STANDIN_N_CTX = 32768
@@ -133,14 +132,6 @@ def require_xllamacpp() -> Any:
     except ImportError as exc:
         raise LlamaCppError(NOT_INSTALLED) from exc
     return xllamacpp
-
-
-def llamacpp_available() -> bool:
-    try:
-        require_xllamacpp()
-    except LlamaCppError:
-        return False
-    return True
 
 
 class LlamaCppSession:
@@ -414,8 +405,3 @@ class LlamaCppSession:
             return dict(res["choices"][0]["message"])
         except (KeyError, IndexError, TypeError):
             raise LlamaCppError(f"llama.cpp returned no message: {json.dumps(res)[:300]}") from None
-
-
-def llamacpp_date_string() -> str:
-    """``date_string`` as llama.cpp passes it to every template (today, ``%d %b %Y``)."""
-    return time.strftime("%d %b %Y")

@@ -343,18 +343,19 @@ class _Cursor:
         data = self.src.data
         avail = self.src.available
         marks: list[int] = []
-        mask = MARK_EVERY - 1
-        for i in range(count):
-            if not i & mask:
-                marks.append(off)
-            if off + 8 > avail:
-                self.src.ensure(off + 8)
-                data, avail = self.src.data, self.src.available
-            (n,) = unpack(data, off)
-            off += 8
-            if size is not None and n > size - off:
-                raise GGUFFormatError(f"array string length {n} exceeds the {size - off} bytes that remain", off - 8)
-            off += n
+        for first in range(0, count, MARK_EVERY):  # a mark per block, no test per element
+            marks.append(off)
+            for _ in range(min(MARK_EVERY, count - first)):
+                if off + 8 > avail:
+                    self.src.ensure(off + 8)
+                    data, avail = self.src.data, self.src.available
+                (n,) = unpack(data, off)
+                off += 8
+                if size is not None and n > size - off:
+                    raise GGUFFormatError(
+                        f"array string length {n} exceeds the {size - off} bytes that remain", off - 8
+                    )
+                off += n
         if off > avail:
             self.src.ensure(off)
         self.off = off

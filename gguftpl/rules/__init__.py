@@ -31,6 +31,10 @@ from gguftpl.rules.repo import (  # noqa: F401
     REPO_UPSTREAM_DRIFT,
     REPO_UPSTREAM_UNKNOWN,
 )
+from gguftpl.rules.runtimes import (  # noqa: F401
+    OLLAMA_ADVERTISES_UNRENDERED_TOOLS,
+    OLLAMA_SUBSTITUTES_TEMPLATE,
+)
 from gguftpl.rules.safety import (  # noqa: F401
     HIDDEN_TRIGGER,
     HUGE_RANGE,

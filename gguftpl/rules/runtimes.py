@@ -64,8 +64,7 @@ OLLAMA_ADVERTISES_UNRENDERED_TOOLS = register(
         "GT702",
         "ollama-advertises-unrendered-tools",
         Severity.WARNING,
-        "Ollama would advertise the tools capability, but the template it renders puts no tool schema in the "
-        "prompt.",
+        "Ollama would advertise the tools capability, but the template it renders puts no tool schema in the prompt.",
         why="Ollama decides that a GGUF supports tools from a substring test: its Jinja template contains `tools` "
         "or `tool_call`. Clients (agents, IDE plugins) then send tools, Ollama renders a prompt without them, "
         "and the model answers as if it had none, or invents a call. A template that merely mentions the word "
@@ -101,4 +100,3 @@ def _fix(ctx: FileContext) -> str:
         return f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf"
     repo = ctx.upstream_repo or "ORG/REPO"
     return f"gguftpl patch {ctx.quoted()} --from-hub {repo} --tools-in-default -o FIXED.gguf"
-

@@ -178,8 +178,7 @@ def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
         f"the default template ignores tools while '{capable[0]}' renders them: fine for llama.cpp (it "
         "switches to tool_use when tools are passed), but "
         if llamacpp.tools_reach_prompt
-        else f"the default template ignores tools while '{capable[0]}' renders them, which llama.cpp never "
-        "reads: "
+        else f"the default template ignores tools while '{capable[0]}' renders them, which llama.cpp never reads: "
     )
     where = " and ".join(names) if names else "runtimes that read only the default"
     fix = f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf" if view.tool_use_renders else None

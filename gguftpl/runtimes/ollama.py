@@ -170,7 +170,7 @@ def jinja_round_trip(text: str) -> bool:
         "tool_response",
         "tool_results",
         "role'] == 'tool'",
-        "role'] == \"tool\"",
+        'role\'] == "tool"',
         "role\"] == 'tool'",
         'role"] == "tool"',
         "message.role == 'tool'",
@@ -230,7 +230,7 @@ def predict(default_text: str | None, default_tools: bool | None) -> OllamaPredi
         )
     else:
         name, dist = None, None
-        why = f"no entry of its registry is within Levenshtein distance {MATCH_BELOW - 1} of the default"
+        why = f"no entry of its registry is closer than Levenshtein distance {MATCH_BELOW} to the default"
     if advertised and default_tools is False:
         adv = "; it advertises tools (the text contains 'tools' or 'tool_call') though no schema is rendered"
     elif advertised:
@@ -238,5 +238,11 @@ def predict(default_text: str | None, default_tools: bool | None) -> OllamaPredi
     else:
         adv = "; it does not advertise tools (the text never says 'tools' or 'tool_call')"
     return OllamaPrediction(
-        "jinja", "default", default_tools, advertised, f"{why}: it renders the GGUF's own default{adv} (ollama@{short})", name, dist
+        "jinja",
+        "default",
+        default_tools,
+        advertised,
+        f"{why}: it renders the GGUF's own default{adv} (ollama@{short})",
+        name,
+        dist,
     )

@@ -124,10 +124,10 @@ def _text(result: Any, view: Any = None) -> str:
         lines.append(f"  {mark} {num} {st.name}")
         for ev_line in st.evidence.splitlines() or [""]:
             lines.append(f"          {ev_line}")
-    failed = [s.name for s in result.stages if not s.ok]
-    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     if view is not None:
         lines += _runtime_lines(view)
+    failed = [s.name for s in result.stages if not s.ok]
+    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     dropping = [r.name for r in view.dropping()] if view is not None else []
     if failed or dropping:
         lines.append(_repair_hint(result.path, view, llamacpp_failed=bool(failed)))

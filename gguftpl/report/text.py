@@ -94,9 +94,13 @@ class TextFormatter:
         rows = [(r.name, r.template, _yes_no(r.tools_reach_prompt), r.reason) for r in fa.runtimes.rows]
         w1 = max(len("runtime"), *(len(r[0]) for r in rows))
         w2 = max(len("template"), *(len(r[1]) for r in rows))
-        out = ["  runtimes, for a request with tools:", f"    {'runtime':<{w1}}  {'template':<{w2}}  tools  why"]
+        w3 = max(len("tools"), *(len(r[2]) for r in rows))
+        out = [
+            "  runtimes, for a request with tools:",
+            f"    {'runtime':<{w1}}  {'template':<{w2}}  {'tools':<{w3}}  why",
+        ]
         for name, template, tools, reason in rows:
-            mark = self._s(f"{tools:<5}", fg="green" if tools == "yes" else "red" if tools == "no" else None)
+            mark = self._s(f"{tools:<{w3}}", fg="green" if tools == "yes" else "red" if tools == "no" else None)
             out.append(f"    {name:<{w1}}  {printable(template):<{w2}}  {mark}  {printable(reason)}")
         return out
 

@@ -395,12 +395,10 @@ def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> 
     if made.proof.differences:
         kv[p + "tools_in_default.accepted"] = f"{len(made.proof.differences)} differing prompts accepted"
     ours = (p + "template.default.", p + "tools_in_default.")
-    if layered:
-        stale = [k for k in plan.previous_provenance if k not in kv and k.startswith(ours)]
-    else:
-        stale = [k for k in plan.remove_keys if k not in kv]
-    set_kv = {k: v for k, v in plan.set_kv.items() if not (k.startswith(p) and k not in kv)}
-    return replace(plan, extra_kv=kv, set_kv={**set_kv, **kv}, remove_keys=[k for k in stale if k not in kv])
+    stale = [k for k in plan.previous_provenance if k not in kv and (not layered or k.startswith(ours))]
+    keys = [k for k in plan.remove_keys if not k.startswith(p)] + stale  # templates removed, then provenance
+    set_kv = {k: v for k, v in plan.set_kv.items() if not k.startswith(p)}
+    return replace(plan, extra_kv=kv, set_kv={**set_kv, **kv}, remove_keys=keys)
 
 
 def patch_tools_in_default(

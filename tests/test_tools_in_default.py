@@ -69,6 +69,11 @@ def test_b_keeps_a_tool_use_byte_for_byte_and_renders_the_same_prompts(a_and_b: 
 def test_the_patch_shows_its_proof_and_records_its_provenance(a_and_b: tuple[Path, Path, str]) -> None:
     a, b, out = a_and_b
     assert "proof, before writing" in out and "transformers: 9 of 9 prompts identical" in out
+    from gguftpl.verify.session import llamacpp_available
+
+    if llamacpp_available():  # llama.cpp's own engine: the new default alone, and the file as llama.cpp loads it
+        assert "llama.cpp, the new default alone: 9 of 9 prompts identical" in out
+        assert "llama.cpp, the patched file: 9 of 9 prompts identical" in out
     with read_header(b) as header:
         kv = {k: header.get(k) for k in header.kv if k.startswith("gguftpl.patch.")}
     with read_header(a) as header:
@@ -107,6 +112,12 @@ def test_from_catalog_and_tools_in_default_in_one_step_then_verify(tmp_path: Pat
     assert "GT201 error   default    tools-not-rendered" in text.split("after:")[0]
     templates, _, _ = _templates(out)
     assert templates["default"].startswith("{% if tools %}") and "tool_use" in templates
+    with read_header(out) as header:
+        kv = {k: header.get(k) for k in header.kv if k.startswith("gguftpl.patch.")}
+    assert kv["gguftpl.patch.source"] == "catalog" and kv["gguftpl.patch.source_repo"] == HERMES
+    assert kv["gguftpl.patch.template.default.source"] == "tools-in-default"
+    assert "gguftpl.patch.template.default.status" not in kv  # the catalog's status was about upstream's default
+    assert kv["gguftpl.patch.template.tool_use.status"] == "PROXY"
     pytest.importorskip("xllamacpp")
     res = CliRunner().invoke(main_group, ["verify", str(out)])
     assert res.exit_code == 0, res.output
@@ -189,3 +200,13 @@ def test_option_combinations(tmp_path: Path, make_gguf) -> None:
     for args in (["--accept-differences"], ["--tools-in-default", "--remove", "tool_use"]):
         res = CliRunner().invoke(main_group, ["patch", str(src), *args, "-o", out])
         assert res.exit_code == 2, res.output
+
+
+def test_without_llamacpp_the_proof_says_it_did_not_run(make_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gguftpl.verify.session as session
+
+    monkeypatch.setattr(session, "llamacpp_available", lambda: False)
+    src = make_gguf("m.gguf", templates={"default": CHATML, "tool_use": TOOLS})
+    made = toolsdefault.tools_in_default(str(src), {"default": CHATML, "tool_use": TOOLS})
+    assert made.proof.ok and {c.engine for c in made.proof.comparisons} == {toolsdefault.TRANSFORMERS}
+    assert "xllamacpp is not installed" in made.proof.summary() and "(not run)" in made.proof.summary()

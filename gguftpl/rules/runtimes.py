@@ -25,7 +25,7 @@ OLLAMA_SUBSTITUTES_TEMPLATE = register(
         Severity.INFO,
         "Ollama would replace the default template with a curated Go template of its own.",
         why="`ollama create` compares `tokenizer.chat_template` with the Jinja templates of its registry "
-        "(`template/index.json`) and, when one is within Levenshtein distance 100, renders its curated Go "
+        "(`template/index.json`) and, when the nearest is closer than Levenshtein distance 100, renders its curated Go "
         "template instead: the GGUF's template is not what Ollama sends the model. Most curated templates "
         "(`chatml`, `llama3-instruct`, `mistral-instruct`, …) never read `.Tools`, so a tools request loses its "
         f"schemas there. Predicted from Ollama's registry and Go source at commit {OLLAMA_COMMIT[:12]}.",

@@ -94,12 +94,6 @@ class Rendered:
     prompt: str | None
     error: str = ""
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Rendered) and (self.prompt, self.error) == (other.prompt, other.error)
-
-    def __hash__(self) -> int:
-        return hash((self.prompt, self.error))
-
     def shown(self) -> str:
         return self.prompt if self.prompt is not None else f"(fails: {self.error})"
 

@@ -23,12 +23,14 @@ OLLAMA_SUBSTITUTES_TEMPLATE = register(
         "GT701",
         "ollama-substitutes-template",
         Severity.INFO,
-        "Ollama would replace the default template with a curated Go template of its own.",
+        "Ollama would replace the default template with a curated Go template of its own that loses the tools.",
         why="`ollama create` compares `tokenizer.chat_template` with the Jinja templates of its registry "
         "(`template/index.json`) and, when the nearest is closer than Levenshtein distance 100, renders its curated Go "
         "template instead: the GGUF's template is not what Ollama sends the model. Most curated templates "
         "(`chatml`, `llama3-instruct`, `mistral-instruct`, …) never read `.Tools`, so a tools request loses its "
-        f"schemas there. Predicted from Ollama's registry and Go source at commit {OLLAMA_COMMIT[:12]}.",
+        "schemas there. Reported when the file has a template that renders the tools (information when that is "
+        "`tool_use`, which GT205 also reports; a warning when it is the default itself); the runtime view shows "
+        f"every substitution. Predicted from Ollama's registry and Go source at commit {OLLAMA_COMMIT[:12]}.",
         example="A Hermes-2-Pro GGUF whose default is plain ChatML: distance 0 to the `chatml` entry, rendered "
         "with `chatml.gotmpl`, which has no tools.",
         fix="Make the default carry the tools (`gguftpl patch FILE --tools-in-default -o FIXED.gguf`): the "
@@ -40,20 +42,25 @@ OLLAMA_SUBSTITUTES_TEMPLATE = register(
 
 @check(OLLAMA_SUBSTITUTES_TEMPLATE, "file")
 def ollama_substitutes_template(ctx: FileContext) -> Iterator[Finding]:
-    o = ctx.runtimes.ollama
-    if not o.substituted:
+    view = ctx.runtimes
+    o = view.ollama
+    default_renders = view.row("default-only").tools_reach_prompt
+    # a finding only when the file has tools Ollama's template loses; the runtime view names every substitution
+    if not o.substituted or o.tools_rendered or not (view.tool_use_renders or default_renders):
         return
-    tools = "renders the tools" if o.tools_rendered else "does not render tools"
-    lost = ""
-    if not o.tools_rendered and ctx.runtimes.tool_use_renders:
-        lost = "; the file's tool_use, which renders them, is invisible to Ollama"
+    lost = (
+        "the file's own default renders them"
+        if default_renders
+        else "the file's tool_use, which renders them, is invisible to Ollama"
+    )
     yield ctx.finding(
         OLLAMA_SUBSTITUTES_TEMPLATE,
         f"Ollama would render its curated '{o.match}' Go template instead of the default (Levenshtein distance "
-        f"{o.distance} to its '{o.match}' entry), which {tools}{lost} (ollama@{o.commit[:7]})",
+        f"{o.distance} to its '{o.match}' entry), which does not render tools; {lost} (ollama@{o.commit[:7]})",
         key="tokenizer.chat_template",
         evidence=runtime_lines(ctx),
-        fix=_fix(ctx) if not o.tools_rendered and ctx.runtimes.tool_use_renders else None,
+        fix=_fix(ctx) if view.tool_use_renders and not default_renders else None,
+        severity=Severity.WARNING if default_renders else None,  # nothing else reports tools lost only here
         runtime="Ollama",
         ollama=o.to_dict(),
     )

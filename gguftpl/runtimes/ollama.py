@@ -1,8 +1,9 @@
 """What Ollama does with a GGUF's chat template, predicted from Ollama's own template registry.
 
 The registry (``ollama_templates/``: ``index.json``, the curated ``<name>.gotmpl`` Go templates, MIT) is copied
-byte for byte from ``ollama/ollama`` at :data:`OLLAMA_COMMIT`; ``ollama_templates/SOURCES.md`` says what
-Ollama's Go source does with it at that commit. The prediction follows that reading:
+byte for byte from ``ollama/ollama`` at :data:`OLLAMA_COMMIT`, ``index.json`` stored as ``ollama-index.json`` (in
+this tree ``index.json`` names the one upstream catalog, which a test keeps single); ``ollama_templates/SOURCES.md``
+says what Ollama's Go source does with it at that commit. The prediction follows that reading:
 
 - Ollama reads only ``tokenizer.chat_template``; named templates (``tool_use``) are invisible to it.
 - ``ollama create`` compares that text with every ``index.json`` entry by Levenshtein distance (code points,
@@ -30,6 +31,8 @@ OLLAMA_COMMIT = "fb30760996871fa9460115c753afd2c60d4ab0f7"
 MATCH_BELOW = 100
 """``template.Named`` accepts the nearest entry only when its distance is below this."""
 _DATA = "ollama_templates"
+_INDEX = "ollama-index.json"
+"""Ollama's ``template/index.json``, byte for byte under another name."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def _read(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def registry() -> tuple[tuple[str, str], ...]:
     """``index.json`` as (curated template name, Jinja text) pairs, in file order."""
-    return tuple((str(e["name"]), str(e["template"])) for e in json.loads(_read("index.json")))
+    return tuple((str(e["name"]), str(e["template"])) for e in json.loads(_read(_INDEX)))
 
 
 @functools.lru_cache(maxsize=64)

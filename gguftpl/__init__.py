@@ -44,6 +44,7 @@ _LAZY = {
     "FileAudit": "gguftpl.audit",
     "patch_templates": "gguftpl.patching",
     "patch_from_upstream": "gguftpl.patching",
+    "patch_tools_in_default": "gguftpl.patching",
     "run_patch": "gguftpl.patching",
     "PatchOptions": "gguftpl.patching",
     "PatchResult": "gguftpl.patching",

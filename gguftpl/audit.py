@@ -19,7 +19,7 @@ import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl import limits
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
@@ -28,6 +28,9 @@ from gguftpl.rules.context import FileContext
 from gguftpl.templates.analysis import SetFacts, gather_set, run_checks, sort_findings
 from gguftpl.templates.facts import TemplateFacts, VocabFacts, vocab_facts
 from gguftpl.templates.factstore import FactsStore
+
+if TYPE_CHECKING:
+    from gguftpl.runtimes.view import RuntimeView
 
 __all__ = [
     "AnalysisCache",
@@ -64,6 +67,8 @@ class FileAudit:
     """True when the template analysis was reused from another file with the same templates."""
     notes: list[str] = field(default_factory=list)
     """What the reader did that the user should know (a later shard read through shard 1, …)."""
+    runtimes: RuntimeView | None = None
+    """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -430,6 +435,7 @@ def audit_header(
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
         audit.findings = run_checks(ctx, keep)
+        audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
     except UsageError:
         raise
     except Exception as exc:

@@ -5,7 +5,8 @@ A rule has a stable ``code`` (``GTnnn``) and a kebab-case ``name``; its document
 at import time with ``register(Rule(...))``; ``gguftpl rules`` lists ``all_rules()``.
 
 Code ranges: GT0xx file/container, GT1xx template presence and parsing, GT2xx tool calling,
-GT3xx special tokens, GT4xx safety, GT5xx upstream drift and repo consistency, GT6xx llama.cpp verification.
+GT3xx special tokens, GT4xx safety, GT5xx upstream drift and repo consistency, GT6xx llama.cpp verification,
+GT7xx other runtimes (Ollama).
 """
 
 from __future__ import annotations
@@ -163,6 +164,7 @@ RULE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gguftpl.rules.upstream": (("GT50",), ()),
     "gguftpl.rules.repo": (("GT55",), ("repo",)),
     "gguftpl.rules.llamacpp": (("GT6",), ("template", "llamacpp")),
+    "gguftpl.rules.runtimes": (("GT7",), ("file",)),
 }
 
 

@@ -14,17 +14,25 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import ProgressFn, RewriteProof, rewrite
-from gguftpl.patchplan import PROVENANCE_PREFIX, REMOVE, PatchPlan, plan_from_files, plan_from_upstream
+from gguftpl.patchplan import (
+    PROVENANCE_PREFIX,
+    REMOVE,
+    PatchPlan,
+    add_provenance,
+    plan_from_files,
+    plan_from_upstream,
+)
 from gguftpl.templates.templateset import load_templateset
 
 if TYPE_CHECKING:
     from gguftpl.findings import Finding
+    from gguftpl.runtimes.toolsdefault import ToolsDefault
     from gguftpl.upstream.resolve import UpstreamSource
 
 
@@ -74,6 +82,8 @@ class PatchResult:
     """Every finding of the output's audit; None when not audited."""
     summary: AuditSummary | None = None
     """The before/after as counts, fixed and introduced findings; None when not audited."""
+    tools_default: ToolsDefault | None = None
+    """``--tools-in-default``: the new default and the rendering proof made before writing."""
 
     @property
     def written(self) -> bool:
@@ -117,12 +127,15 @@ def run_patch(
     options: PatchOptions = PatchOptions(),
     *,
     progress: ProgressFn | None = None,
+    tools_default: ToolsDefault | None = None,
 ) -> PatchResult:
     """Carry out ``plan``: write ``plan.path`` with it to ``out`` (or over the input with ``in_place``), prove
-    the output, and audit before and after. A plan from upstream that changes no template writes nothing."""
+    the output, and audit before and after. A plan from upstream that changes no template writes nothing.
+    ``tools_default`` is the proof of a ``--tools-in-default`` plan (:func:`plan_tools_in_default`), carried
+    into the result."""
     out_s = resolve_output(plan.path, out, in_place=options.in_place, force=options.force)
     if plan.upstream is not None and not plan.changes:
-        return PatchResult(plan, None, None)  # upstream agrees with the file: not an error
+        return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
     _check_space(plan.path, out_s)
@@ -138,7 +151,7 @@ def run_patch(
     readback = _read_back(plan, out_s)
     after = _audit(out_s) if options.audit else None
     summary = summarize(before, after) if before is not None and after is not None else None
-    return PatchResult(plan, out_s, proof, True, readback, before, after, summary)
+    return PatchResult(plan, out_s, proof, True, readback, before, after, summary, tools_default)
 
 
 def _audit(path: str) -> tuple[Finding, ...]:
@@ -309,3 +322,118 @@ def plan_upstream_patch(
         tset = load_templateset(header)
     up = resolve_upstream(tset, source)
     return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+
+
+# ---------------------------------------------------------------------------------------- --tools-in-default
+
+TOOLS_IN_DEFAULT = "tools-in-default"
+"""``gguftpl.patch.source`` (and ``template.default.source``) of a ``--tools-in-default`` patch, which also records
+``gguftpl.patch.tools_in_default.{tool_use_sha256,default_sha256,proof}`` (and ``.accepted`` when differences
+were accepted)."""
+
+
+def plan_tools_in_default(
+    src: str,
+    source: UpstreamSource | None = None,
+    *,
+    only: Sequence[str] | None = None,
+    remove: Sequence[str] = (),
+    provenance: bool = True,
+    llamacpp: bool = True,
+) -> tuple[PatchPlan, ToolsDefault | None]:
+    """Plan ``patch --tools-in-default`` (after copying ``source``'s templates when given): the default becomes
+    ``{% if tools %}`` + tool_use + ``{% else %}`` + default, proven by rendering (``runtimes.toolsdefault``)
+    before anything is written; check ``result.proof`` (``refuse_unless_accepted``) before carrying it out.
+    With ``source``, an upstream default that already renders the tools is written as it is (None for the
+    proof)."""
+    from gguftpl.errors import PatchError
+    from gguftpl.patchplan import plan_patch
+    from gguftpl.runtimes.toolsdefault import tools_in_default
+    from gguftpl.templates.templateset import special_token_text
+
+    with read_header(src) as header:
+        tset = load_templateset(header)
+    texts = {n: t.text for n, t in tset.templates.items()}
+    base = plan_upstream_patch(src, source, only=only, remove=remove, provenance=False) if source else None
+    if base is not None:
+        texts.update({it.name: it.new_text for it in base.items if it.new_text is not None})
+        for it in base.items:
+            if it.action == REMOVE:
+                texts.pop(it.name, None)
+    bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    try:
+        made = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+    except PatchError as exc:
+        if base is None or "already puts the tool schemas" not in str(exc):
+            raise
+        return (add_provenance(base) if provenance else base), None  # upstream's default carries the tools
+    written = {it.name: it.new_text for it in base.items if it.new_text is not None} if base is not None else {}
+    plan = plan_patch(src, {**written, "default": made.new_default}, remove)
+    if base is not None:
+        plan = replace(plan, upstream=base.upstream, how_found=base.how_found)
+    if provenance:
+        plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made, layered=base is None)
+    return plan, made
+
+
+def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:
+    """The ``--tools-in-default`` keys. Alone (``layered``), the keys of an earlier patch stay (they still describe
+    the templates this one left alone) except those about the default; after an upstream copy, the copy's keys
+    stay and the default's are restated."""
+    from gguftpl.patchplan import provenance_kv
+    from gguftpl.templates.templateset import sha256_text
+
+    p = PROVENANCE_PREFIX
+    kv = dict(plan.extra_kv) if not layered else provenance_kv(plan)
+    if layered:
+        kv[p + "source"] = TOOLS_IN_DEFAULT
+    kv.pop(p + "template.default.status", None)  # a catalog status described upstream's default, not this one
+    kv[p + "template.default.source"] = TOOLS_IN_DEFAULT
+    kv[p + "tools_in_default.tool_use_sha256"] = sha256_text(made.tool_use)
+    kv[p + "tools_in_default.default_sha256"] = sha256_text(made.default)
+    kv[p + "tools_in_default.proof"] = made.proof.summary()
+    if made.proof.differences:
+        kv[p + "tools_in_default.accepted"] = f"{len(made.proof.differences)} differing prompts accepted"
+    ours = (p + "template.default.", p + "tools_in_default.")
+    stale = [k for k in plan.previous_provenance if k not in kv and (not layered or k.startswith(ours))]
+    keys = [k for k in plan.remove_keys if not k.startswith(p)] + stale  # templates removed, then provenance
+    set_kv = {k: v for k, v in plan.set_kv.items() if not k.startswith(p)}
+    return replace(plan, extra_kv=kv, set_kv={**set_kv, **kv}, remove_keys=keys)
+
+
+def patch_tools_in_default(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    repo: str | None = None,
+    revision: str | None = None,
+    catalog: str | None = None,
+    accept_differences: bool = False,
+    options: PatchOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> PatchResult:
+    """Make the default template carry the tools for runtimes that read only the default (Ollama, LM Studio,
+    vLLM), after copying upstream's templates from ``repo`` or ``catalog`` when given: proven by rendering
+    before it is written; a prompt that differs refuses the patch (``PatchError``, with the differences)
+    unless ``accept_differences``."""
+    from gguftpl.errors import PatchError
+    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
+    from gguftpl.upstream.resolve import UpstreamSource
+
+    opts = options or PatchOptions()
+    if revision and not repo:
+        raise UsageError("revision goes with repo")
+    source = (
+        UpstreamSource(repo=repo, revision=revision, catalog=catalog, labels=("repo", "folder", "catalog"))
+        if repo or catalog
+        else None
+    )
+    src_s = os.fspath(src)
+    resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)
+    plan, made = plan_tools_in_default(src_s, source, provenance=opts.provenance)
+    if made is not None:
+        try:
+            refuse_unless_accepted(made, accept_differences)
+        except PatchError as exc:
+            raise PatchError(f"{exc}\n{made.proof.text()}") from None
+    return run_patch(plan, out, opts, progress=progress, tools_default=made)

@@ -56,6 +56,11 @@ def test_built_wheel_carries_the_catalog_and_an_installed_copy_finds_it(tmp_path
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "gguftpl").rglob("*.py")}
     assert catalog <= names and modules <= names
     assert {"gguftpl/upstream_templates/index.json", "gguftpl/upstream_templates/README.md"} <= catalog
+    ollama = {
+        f"gguftpl/runtimes/ollama_templates/{n}"
+        for n in ("ollama-index.json", "chatml.gotmpl", "LICENSE", "SOURCES.md")
+    }
+    assert ollama <= names  # Ollama's registry ships with its licence and provenance
     assert not [n for n in names if n.startswith("gguftpl/data/")]
 
     site = tmp_path / "site"

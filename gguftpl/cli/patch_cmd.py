@@ -115,6 +115,18 @@ def upstream_source(
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
 @upstream_options
+@click.option(
+    "--tools-in-default",
+    is_flag=True,
+    help="Make the default template carry the tools for runtimes that read only the default (Ollama, LM Studio, "
+    "vLLM): {% if tools %} tool_use {% else %} default {% endif %}, proven by rendering before it is written. "
+    "Combines with --from-hub/--from-catalog (applied to upstream's templates).",
+)
+@click.option(
+    "--accept-differences",
+    is_flag=True,
+    help="With --tools-in-default: write even when a probe prompt of the new default differs (shown).",
+)
 @click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
 @click.option("--no-audit", is_flag=True, help="Skip the before/after audit.")
 def command(
@@ -132,12 +144,18 @@ def command(
     no_fallback: bool,
     no_provenance: bool,
     no_audit: bool,
+    tools_in_default: bool = False,
+    accept_differences: bool = False,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
     REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
     gguftpl.patch.* and the output is re-audited: the findings before and after are shown.
+
+    --tools-in-default (alone, or after --from-hub/--from-catalog) rewrites the default so that runtimes
+    reading only tokenizer.chat_template get the tools too; the new default is rendered on probe conversations
+    through transformers and llama.cpp first, and any prompt that differs from the old one refuses the patch.
     """
     from gguftpl.patching import PatchOptions, plan_upstream_patch, resolve_output, run_patch
     from gguftpl.patchplan import plan_from_files
@@ -145,6 +163,13 @@ def command(
 
     options = PatchOptions(in_place=in_place, force=force, provenance=not no_provenance, audit=not no_audit)
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates)
+    if accept_differences and not tools_in_default:
+        raise UsageError("--accept-differences goes with --tools-in-default")
+    if tools_in_default:
+        if templates or remove:
+            raise UsageError("--tools-in-default cannot be combined with --template/--remove; patch twice instead")
+        _tools_in_default(file, out, source, only, options, dry_run, accept_differences)
+        return
     if source is None:
         unused = [name for name, v in (("revision", revision), ("only", only)) if v]
         if unused:
@@ -168,4 +193,41 @@ def command(
         return
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
+    click.echo(result_text(result), nl=False)
+
+
+def _tools_in_default(
+    file: str,
+    out: str | None,
+    source: UpstreamSource | None,
+    only: tuple[str, ...],
+    options: Any,
+    dry_run: bool,
+    accept: bool,
+) -> None:
+    """plan (and prove by rendering) -> print plan and proof -> refuse differences unless accepted -> carry out."""
+    from gguftpl.patching import plan_tools_in_default, resolve_output, run_patch
+    from gguftpl.patchtext import plan_text, result_text
+    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
+
+    if source is None and only:
+        raise UsageError("--only goes with --from-hub/--from-catalog")
+    if not dry_run:
+        resolve_output(file, out, in_place=options.in_place, force=options.force)
+    plan, made = plan_tools_in_default(file, source, only=list(only) or None, provenance=options.provenance)
+    for w in plan.warnings:
+        click.echo(f"gguftpl: {w}", err=True)
+    if source is not None:
+        click.echo(f"{file}: {plan.how_found}")
+    click.echo(plan_text(plan), nl=False)
+    if made is None:
+        click.echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
+    else:
+        click.echo(made.proof.text(), nl=False)
+        refuse_unless_accepted(made, accept)
+    if dry_run:
+        click.echo("dry run: nothing written")
+        return
+    with progress_bar(file) as progress:
+        result = run_patch(plan, out, options, progress=progress, tools_default=made)
     click.echo(result_text(result), nl=False)

@@ -85,14 +85,27 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     finally:
         if sources is not None:
             sources.close()
+    view = _runtime_view(file)
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(with_data=with_data), indent=2, ensure_ascii=False, default=str))
+        data = result.to_dict(with_data=with_data)
+        if view is not None:
+            data["runtimes"] = view.to_list()
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
-        click.echo(_text(result))
+        click.echo(_text(result, view))
     raise SystemExit(0 if result.ok else 1)
 
 
-def _text(result: Any) -> str:
+def _runtime_view(path: str) -> Any:
+    """The file's runtime view (``gguftpl.runtimes.view``) from its audit (template facts cached on disk);
+    None when the file could not be audited (verify has said why)."""
+    from gguftpl.audit import AnalysisCache, AuditOptions, audit_file
+
+    fa = audit_file(path, AuditOptions(engine="hf-only", select=("GT7",)), cache=AnalysisCache.on_disk())
+    return fa.runtimes
+
+
+def _text(result: Any, view: Any = None) -> str:
     from gguftpl.verify.result import CORE_STAGES
 
     if result.load_weights:
@@ -111,16 +124,40 @@ def _text(result: Any) -> str:
         lines.append(f"  {mark} {num} {st.name}")
         for ev_line in st.evidence.splitlines() or [""]:
             lines.append(f"          {ev_line}")
+    if view is not None:
+        lines += _runtime_lines(view)
     failed = [s.name for s in result.stages if not s.ok]
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
-    if failed:
-        lines.append(_repair_hint(result.path))
+    dropping = [r.name for r in view.dropping()] if view is not None else []
+    if failed or dropping:
+        lines.append(_repair_hint(result.path, view, llamacpp_failed=bool(failed)))
     return "\n".join(lines)
 
 
-def _repair_hint(path: str) -> str:
-    """Point at the repair: the upstream repo when the file's metadata or the catalog names it (no network)."""
+def _runtime_lines(view: Any) -> list[str]:
+    """The other runtimes, from the file's templates (transformers' semantics; Ollama from its registry)."""
+    mark = {True: "yes", False: "no", None: "?"}
+    w1 = max(len(r.name) for r in view.rows)
+    w2 = max(len(r.template) for r in view.rows)
+    out = ["runtimes, for a request with tools (from the audit of the file's templates): runtime, template, tools"]
+    for r in view.rows:
+        out.append(f"  {r.name:<{w1}}  {r.template:<{w2}}  {mark[r.tools_reach_prompt]:<3}  {r.reason}")
+    return out
+
+
+def _repair_hint(path: str, view: Any = None, *, llamacpp_failed: bool = True) -> str:
+    """Point at the repair: the upstream repo when the file's metadata or the catalog names it (no network);
+    ``--tools-in-default`` when runtimes that read only the default drop the tools."""
     import shlex
+
+    q = shlex.quote(path)
+    others = [r.name for r in view.dropping() if r.name != "llama.cpp"] if view is not None else []
+    if not llamacpp_failed and view is not None and view.tool_use_renders:
+        return (
+            f"repair for {', '.join(others)}: gguftpl patch {q} --tools-in-default -o FIXED.gguf && "
+            "gguftpl verify FIXED.gguf"
+        )
+    extra = " --tools-in-default" if others else ""
 
     repo = None
     try:
@@ -131,10 +168,9 @@ def _repair_hint(path: str) -> str:
         repo, _ = find_upstream_repo(load_templateset(read_header(path)))
     except Exception:  # a hint must never turn a verdict into an error
         repo = None
-    q = shlex.quote(path)
     if repo:
-        return f"repair: gguftpl patch {q} --from-hub {repo} -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        return f"repair: gguftpl patch {q} --from-hub {repo}{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
     return (
         f"repair: gguftpl diff {q} --hub ORG/REPO shows what upstream has; "
-        f"gguftpl patch {q} --from-hub ORG/REPO -o FIXED.gguf"
+        f"gguftpl patch {q} --from-hub ORG/REPO{extra} -o FIXED.gguf"
     )

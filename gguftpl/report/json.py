@@ -43,6 +43,8 @@ def file_dict(fa: FileAudit) -> dict[str, Any]:
         "cached": fa.cached,
         "seconds": round(fa.seconds, 6),
     }
+    if fa.runtimes is not None:
+        d["runtimes"] = fa.runtimes.to_list()
     if fa.notes:  # only when there is something to say (e.g. a later shard read through shard 1)
         d["notes"] = list(fa.notes)
     return d

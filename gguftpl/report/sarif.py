@@ -137,6 +137,9 @@ class SARIFFormatter:
             "results": results,
         }
         props = _context_properties(context)
+        views = {fa.path: fa.runtimes.to_list() for fa in run.files if fa.runtimes is not None}
+        if views:  # per file, which template each runtime renders a tools request with (the JSON's "runtimes")
+            props["runtimes"] = views
         if props:
             sarif_run["properties"] = props
         log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [sarif_run]}

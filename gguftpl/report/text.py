@@ -68,6 +68,7 @@ class TextFormatter:
         if fa.upstream_repo:
             how = f" ({fa.upstream_how})" if fa.upstream_how else ""
             out.append(f"  upstream: {fa.upstream_repo}{how}")
+        out.extend(self._runtimes(fa))
         by_template: dict[str | None, list[Finding]] = {}
         for f in fa.findings:
             by_template.setdefault(f.template, []).append(f)
@@ -89,6 +90,24 @@ class TextFormatter:
             out.extend(self._finding(f) for f in findings)
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
+        return out
+
+    def _runtimes(self, fa: FileAudit) -> list[str]:
+        """The runtime view as a small table: runtime, the template it renders a tools request with, whether
+        the tool schemas reach the prompt, and why."""
+        if fa.runtimes is None:
+            return []
+        rows = [(r.name, r.template, _yes_no(r.tools_reach_prompt), r.reason) for r in fa.runtimes.rows]
+        w1 = max(len("runtime"), *(len(r[0]) for r in rows))
+        w2 = max(len("template"), *(len(r[1]) for r in rows))
+        w3 = max(len("tools"), *(len(r[2]) for r in rows))
+        out = [
+            "  runtimes, for a request with tools:",
+            f"    {'runtime':<{w1}}  {'template':<{w2}}  {'tools':<{w3}}  why",
+        ]
+        for name, template, tools, reason in rows:
+            mark = self._s(f"{tools:<{w3}}", fg="green" if tools == "yes" else "red" if tools == "no" else None)
+            out.append(f"    {name:<{w1}}  {printable(template):<{w2}}  {mark}  {printable(reason)}")
         return out
 
     def _finding(self, f: Finding) -> str:

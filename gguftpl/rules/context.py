@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
 
 if TYPE_CHECKING:
+    from gguftpl.runtimes.view import RuntimeView
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
     from gguftpl.templates.templateset import TemplateSet
 
@@ -79,6 +81,15 @@ class FileContext:
     def tool_capable(self) -> list[str]:
         """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""
         return [t.name for t in self.templates if t.name != "default" and t.renders_tools]
+
+    @cached_property
+    def runtimes(self) -> RuntimeView:
+        """Which template each runtime renders a tools request with (``gguftpl.runtimes.view``), computed once
+        per file and read by the rules and the report."""
+        from gguftpl.runtimes.view import runtime_view
+
+        texts = {n: t.text for n, t in self.tset.templates.items()} if self.tset is not None else None
+        return runtime_view(self.templates, texts)
 
     def special_text(self, role: str) -> str:
         from gguftpl.templates.templateset import special_token_text

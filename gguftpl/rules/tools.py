@@ -11,6 +11,7 @@ from gguftpl.templates import probes
 from gguftpl.templates.facts import EVIDENCE_MAX, around, trim
 
 if TYPE_CHECKING:
+    from gguftpl.runtimes.view import RuntimeView
     from gguftpl.templates.facts import TemplateFacts
 
 
@@ -163,9 +164,13 @@ DEFAULT_IGNORES_TOOLS = register(
         Severity.WARNING,
         "The default template ignores tools while a named template (e.g. `tool_use`) renders them.",
         why="llama.cpp switches to `tool_use` when tools are passed, but runtimes that read only the default "
-        "template (Ollama import, LM Studio, llama-cpp-python's formatter) drop the tools.",
+        "template (LM Studio, vLLM and other OpenAI-compatible servers, llama-cpp-python's formatter) drop the "
+        "tools, and so does Ollama, which reads only the default and often replaces it with a curated template "
+        "without tools (GT701). The message names the runtimes, from the file's runtime view.",
         example="Hermes-2-Pro: `default` is ChatML, `tool_use` has `<tools>`.",
-        fix="Make the tool-capable template the default: `gguftpl patch FILE --template default=PATH -o OUT.gguf`.",
+        fix="Make the default carry the tools without changing anything else: `gguftpl patch FILE "
+        "--tools-in-default -o OUT.gguf` writes `{% if tools %}` + tool_use + `{% else %}` + default, proven to "
+        "render the old default's prompts without tools and tool_use's with tools.",
     )
 )
 
@@ -175,17 +180,39 @@ def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
     capable = ctx.tool_capable()
     if t.name != "default" or not capable or not tools_missing(t) or t.tool_name_in_prompt:
         return
+    view = ctx.runtimes
+    dropping = [r for r in view.dropping() if r.name != "llama.cpp"]
+    names = [", ".join(r.examples) if r.examples else _runtime_label(r.name, view) for r in dropping]
+    llamacpp = view.row("llama.cpp")
+    head = (
+        f"the default template ignores tools while '{capable[0]}' renders them: fine for llama.cpp (it "
+        "switches to tool_use when tools are passed), but "
+        if llamacpp.tools_reach_prompt
+        else f"the default template ignores tools while '{capable[0]}' renders them, which llama.cpp never reads: "
+    )
+    where = " and ".join(names) if names else "runtimes that read only the default"
+    fix = f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf" if view.tool_use_renders else None
     yield ctx.finding(
         DEFAULT_IGNORES_TOOLS,
-        f"the default template ignores tools while '{capable[0]}' renders them: fine for "
-        "llama.cpp (it switches templates when tools are passed), but Ollama import, LM Studio "
-        "and llama-cpp-python's formatter read only the default and drop the tools",
+        head + f"{where} drop the tools",
         t,
-        evidence=trim(t.tools_prompt()),
-        fix=f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
+        evidence=_runtime_evidence(ctx) + "\n\n" + trim(t.tools_prompt()),
+        fix=fix or f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
+        runtimes_dropping_tools=[r.name for r in view.dropping()],
     )
+
+
+def _runtime_label(name: str, view: RuntimeView) -> str:
+    o = view.ollama
+    return f"{name} (it renders its curated '{o.match}' template)" if name == "Ollama" and o.substituted else name
+
+
+def _runtime_evidence(ctx: FileContext) -> str:
+    from gguftpl.rules.runtimes import runtime_lines
+
+    return runtime_lines(ctx)
 
 
 TOOL_CALL_DIALECT = register(

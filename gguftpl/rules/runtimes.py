@@ -1,0 +1,109 @@
+"""GT7xx: what runtimes other than llama.cpp do with the file's templates (the runtime view,
+``gguftpl.runtimes.view``). GT205 (rules/tools.py) names the runtimes that drop tools a ``tool_use`` renders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.rules.context import FileContext
+from gguftpl.runtimes.ollama import OLLAMA_COMMIT
+
+
+def runtime_lines(ctx: FileContext) -> str:
+    """The runtime view as evidence lines: ``Ollama: chatml (…) -> tools reach the prompt: no``."""
+    yes_no = {True: "yes", False: "no", None: "unknown"}
+    return "\n".join(
+        f"{r.name}: {r.template} -> tools reach the prompt: {yes_no[r.tools_reach_prompt]}" for r in ctx.runtimes.rows
+    )
+
+
+OLLAMA_SUBSTITUTES_TEMPLATE = register(
+    Rule(
+        "GT701",
+        "ollama-substitutes-template",
+        Severity.INFO,
+        "Ollama would replace the default template with a curated Go template of its own that loses the tools.",
+        why="`ollama create` compares `tokenizer.chat_template` with the Jinja templates of its registry "
+        "(`template/index.json`) and, when the nearest is closer than Levenshtein distance 100, renders its curated Go "
+        "template instead: the GGUF's template is not what Ollama sends the model. Most curated templates "
+        "(`chatml`, `llama3-instruct`, `mistral-instruct`, …) never read `.Tools`, so a tools request loses its "
+        "schemas there. Reported when the file has a template that renders the tools (information when that is "
+        "`tool_use`, which GT205 also reports; a warning when it is the default itself); the runtime view shows "
+        f"every substitution. Predicted from Ollama's registry and Go source at commit {OLLAMA_COMMIT[:12]}.",
+        example="A Hermes-2-Pro GGUF whose default is plain ChatML: distance 0 to the `chatml` entry, rendered "
+        "with `chatml.gotmpl`, which has no tools.",
+        fix="Make the default carry the tools (`gguftpl patch FILE --tools-in-default -o FIXED.gguf`): the "
+        "longer default is no longer near a registry entry, so Ollama renders it; or give Ollama a Modelfile "
+        "`TEMPLATE`.",
+    )
+)
+
+
+@check(OLLAMA_SUBSTITUTES_TEMPLATE, "file")
+def ollama_substitutes_template(ctx: FileContext) -> Iterator[Finding]:
+    view = ctx.runtimes
+    o = view.ollama
+    default_renders = view.row("default-only").tools_reach_prompt
+    # a finding only when the file has tools Ollama's template loses; the runtime view names every substitution
+    if not o.substituted or o.tools_rendered or not (view.tool_use_renders or default_renders):
+        return
+    lost = (
+        "the file's own default renders them"
+        if default_renders
+        else "the file's tool_use, which renders them, is invisible to Ollama"
+    )
+    yield ctx.finding(
+        OLLAMA_SUBSTITUTES_TEMPLATE,
+        f"Ollama would render its curated '{o.match}' Go template instead of the default (Levenshtein distance "
+        f"{o.distance} to its '{o.match}' entry), which does not render tools; {lost} (ollama@{o.commit[:7]})",
+        key="tokenizer.chat_template",
+        evidence=runtime_lines(ctx),
+        fix=_fix(ctx) if view.tool_use_renders and not default_renders else None,
+        severity=Severity.WARNING if default_renders else None,  # nothing else reports tools lost only here
+        runtime="Ollama",
+        ollama=o.to_dict(),
+    )
+
+
+OLLAMA_ADVERTISES_UNRENDERED_TOOLS = register(
+    Rule(
+        "GT702",
+        "ollama-advertises-unrendered-tools",
+        Severity.WARNING,
+        "Ollama would advertise the tools capability, but the template it renders puts no tool schema in the prompt.",
+        why="Ollama decides that a GGUF supports tools from a substring test: its Jinja template contains `tools` "
+        "or `tool_call`. Clients (agents, IDE plugins) then send tools, Ollama renders a prompt without them, "
+        "and the model answers as if it had none, or invents a call. A template that merely mentions the word "
+        f"(a comment, a system prompt) is enough. Read from Ollama's Go source at commit {OLLAMA_COMMIT[:12]}.",
+        example="`{# no tools support #}{% for message in messages %}…` is advertised as tool-capable.",
+        fix="Use a default that renders `tools` (`gguftpl patch FILE --from-hub REPO --tools-in-default -o "
+        "FIXED.gguf`), or remove the word from a template that cannot call tools.",
+    )
+)
+
+
+@check(OLLAMA_ADVERTISES_UNRENDERED_TOOLS, "file")
+def ollama_advertises_unrendered_tools(ctx: FileContext) -> Iterator[Finding]:
+    o = ctx.runtimes.ollama
+    if not o.advertises_tools or o.tools_rendered is not False:
+        return
+    what = f"its curated '{o.match}' template" if o.substituted else "the GGUF's default"
+    yield ctx.finding(
+        OLLAMA_ADVERTISES_UNRENDERED_TOOLS,
+        f"Ollama would advertise the tools capability (the template text contains 'tools' or 'tool_call'), but "
+        f"{what}, which it renders, puts no tool schema in the prompt (ollama@{o.commit[:7]})",
+        key="tokenizer.chat_template",
+        evidence=runtime_lines(ctx),
+        fix=_fix(ctx),
+        runtime="Ollama",
+        ollama=o.to_dict(),
+    )
+
+
+def _fix(ctx: FileContext) -> str:
+    """``--tools-in-default`` when the file's tool_use renders the tools, else upstream's templates first."""
+    if ctx.runtimes.tool_use_renders:
+        return f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf"
+    repo = ctx.upstream_repo or "ORG/REPO"
+    return f"gguftpl patch {ctx.quoted()} --from-hub {repo} --tools-in-default -o FIXED.gguf"

@@ -32,7 +32,7 @@ _LAZY = {
     "TemplateFacts": "gguftpl.templates.facts",
     "template_findings": "gguftpl.templates.analysis",
     "AuditOptions": "gguftpl.audit",
-    "AnalysisCache": "gguftpl.audit",
+    "AnalysisCache": "gguftpl.auditcache",
     "audit_file": "gguftpl.audit",
     "load_templateset": "gguftpl.templates.templateset",
     "TemplateSet": "gguftpl.templates.templateset",

@@ -12,7 +12,6 @@ be listed (``OSError``) raise.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shlex
@@ -22,18 +21,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gguftpl import limits
+from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
 from gguftpl.rules.context import FileContext
-from gguftpl.templates.analysis import SetFacts, gather_set, run_checks, sort_findings
-from gguftpl.templates.facts import TemplateFacts, VocabFacts, vocab_facts
-from gguftpl.templates.factstore import FactsStore
+from gguftpl.templates.analysis import run_checks, sort_findings
+from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
     from gguftpl.runtimes.view import RuntimeView
 
 __all__ = [
-    "AnalysisCache",
     "AuditOptions",
     "AuditRun",
     "FileAudit",
@@ -184,7 +182,7 @@ class AuditOptions:
         return RuleFilter(self.select, self.ignore)
 
 
-# --- analysis cache ---------------------------------------------------------------------------------
+# --- the audit ----------------------------------------------------------------------------------------
 
 
 def _registered_rule(code: str) -> Rule | None:
@@ -192,211 +190,6 @@ def _registered_rule(code: str) -> Rule | None:
         return get_rule(code)
     except KeyError:
         return None
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    """One file's template set and the facts the rules read, shared by files with the same metadata."""
-
-    tset: Any
-    upstream_repo: str | None
-    upstream_how: str
-    facts: SetFacts
-    vocab: VocabFacts
-
-
-class AnalysisCache:
-    """Template facts shared across files and calls (e.g. a long-running process), so a template is rendered
-    once however many files carry it; the rules, which are cheap, run for every file with its own name.
-
-    Three levels: ``_facts`` maps (template text, bos, eos, llama.cpp asked) to its facts; ``_sets`` counts
-    the template sets analysed; ``_by_header`` maps a hash of the raw metadata bytes (minus keys that differ
-    between quants and that template sets never read) to everything loaded for that file, so a second
-    quant of a model skips even decoding its vocabulary. ``on_disk()`` keeps the facts between runs too
-    (``templates.factstore``)."""
-
-    @classmethod
-    def on_disk(cls) -> AnalysisCache:
-        """A cache whose template facts persist in the user's cache folder (what the CLI uses)."""
-        from gguftpl.templates.factstore import cache_folder
-
-        return cls(FactsStore(cache_folder()))
-
-    def __init__(self, store: FactsStore | None = None) -> None:
-        self._facts = store if store is not None else FactsStore()
-        self._sets: set[str] = set()
-        self._by_header: dict[str, _Loaded] = {}
-        self.hits = 0
-        """Files whose template set was analysed before (either level)."""
-        self.misses = 0
-        """Template sets analysed."""
-        self.header_hits = 0
-        """Files answered from the raw-metadata level, without building a template set."""
-        self.parse_checks = 0
-        """Distinct template texts this cache asked llama.cpp about."""
-        self.parse_skipped = ""
-        """Why the llama.cpp parse check did not run (xllamacpp not installed), once it was wanted."""
-
-    def load(self, header: Any, engine: str) -> tuple[_Loaded, bool]:
-        """Everything the rules read about ``header``'s file, and whether its template set was seen before."""
-        from gguftpl.templates.templateset import load_templateset
-
-        header_key = _header_key(header, engine)
-        found = self._by_header.get(header_key) if header_key else None
-        if found is not None:
-            self.hits += 1
-            self.header_hits += 1
-            return found, True
-        tset = load_templateset(header)
-        repo, how = _find_upstream(tset)
-        names = self._llamacpp_names(engine)
-        self._prestart(tset, names)
-        facts = gather_set(tset, llamacpp_names=names, memo=self._facts)
-        vocab = vocab_facts(tset, facts.templates)
-        set_key = _set_key(tset, header, engine)
-        seen = set_key in self._sets
-        if seen:
-            self.hits += 1
-        else:
-            self.misses += 1
-            self._sets.add(set_key)
-        self.parse_checks += facts.llamacpp_asked
-        loaded = _Loaded(tset, repo, how, facts, vocab)
-        if header_key:
-            self._by_header[header_key] = loaded
-        return loaded, seen
-
-    def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
-        """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
-        the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
-        from gguftpl.templates.templateset import special_token_text
-
-        bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
-        keys = [(t.sha256, bos, eos, n in names) for n, t in tset.templates.items()]
-        if all(self._facts.get(k) is not None for k in keys):
-            return
-        from gguftpl.templates.hfrender import get_worker
-
-        get_worker().prestart()
-        if names:
-            from gguftpl.verify.parsecheck import parse_check_prestart
-
-            parse_check_prestart()
-
-    def _llamacpp_names(self, engine: str) -> tuple[str, ...]:
-        """The templates llama.cpp is asked to load: those it reads, when xllamacpp is installed.
-        ``--engine llamacpp`` loads the file itself, which reports a refused default, so only ``tool_use``
-        is asked then (llama.cpp drops one it cannot parse silently)."""
-        if engine == "hf-only" or self.parse_skipped:
-            return ()
-        from gguftpl.verify.llamaenv import llamacpp_available
-
-        if not llamacpp_available():  # not installed: the audit goes on without llama.cpp
-            from gguftpl.verify.llamaenv import NOT_INSTALLED
-
-            self.parse_skipped = NOT_INSTALLED
-            return ()
-        from gguftpl.verify.choice import LOADED
-
-        return LOADED if engine != "llamacpp" else LOADED[1:]
-
-    def __len__(self) -> int:
-        return len(self._sets)
-
-
-def _set_key(tset: Any, header: Any, engine: str) -> str:
-    """One analysis: the template names and texts, bos and eos, the engine, and the vocabulary (equal
-    templates over another vocabulary are another analysis: the token rules read it)."""
-    from gguftpl.templates.templateset import special_token_text
-
-    h = hashlib.sha256(f"engine={engine}\n".encode())
-    for role in ("bos", "eos"):
-        h.update(f"{role}={special_token_text(tset, role)!r}\n".encode("utf-8", "surrogatepass"))
-    for name, tpl in tset.templates.items():
-        h.update(f"{name}={tpl.sha256}\n".encode("utf-8", "surrogatepass"))
-    for key in _VOCAB_KEYS:
-        h.update(_raw_value(header, key))
-    return h.hexdigest()
-
-
-# The arrays the token rules read through the template set, hashed as stored (never decoded for this).
-_VOCAB_KEYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
-
-
-def _raw_value(header: Any, key: str) -> bytes:
-    from gguftpl.gguf.reader import LazyArray
-
-    kv = getattr(header, "kv", {}).get(key)
-    value = getattr(kv, "value", None)
-    if isinstance(value, LazyArray):
-        try:
-            return hashlib.sha256(value.raw()).digest()
-        except (OSError, GGUFTplError):
-            return b"unreadable"
-    return repr(value).encode("utf-8", "surrogatepass")
-
-
-# Metadata that differs between quants of one model and that a template set never reads (a test checks
-# that load_templateset gives equal template sets for files that differ only here).
-_QUANT_KEYS = ("general.file_type", "general.quantization_version")
-_QUANT_PREFIXES = ("quantize.", "split.")
-
-
-def _header_key(header: Any, engine: str) -> str | None:
-    """sha256 of the raw bytes of every metadata pair except the per-quant ones; None when the bytes
-    cannot be re-read. Headers that kept their source (remote reads: the bytes stay in its buffer) are
-    re-read from it, local files from their path."""
-    path = getattr(header, "path", None)
-    kvs = getattr(header, "kv", None)
-    start, end = getattr(header, "kv_start", None), getattr(header, "kv_end", None)
-    if not (isinstance(kvs, dict) and isinstance(start, int) and isinstance(end, int)):
-        return None
-    raw = _raw_metadata(getattr(header, "_source", None), path, start, end)
-    if raw is None or len(raw) != end - start:
-        return None
-    h = hashlib.sha256(f"engine={engine}\nbyteorder={getattr(header, 'byteorder', '')}\n".encode())
-    for kv in kvs.values():
-        if kv.key in _QUANT_KEYS or kv.key.startswith(_QUANT_PREFIXES):
-            continue
-        h.update(raw[kv.offset - start : kv.end - start])
-    return h.hexdigest()
-
-
-def _raw_metadata(source: Any, path: Any, start: int, end: int) -> bytes | None:
-    read_range = getattr(source, "read_range", None)
-    if callable(read_range):
-        try:
-            data = read_range(start, end)
-        except (OSError, GGUFTplError):
-            data = None
-        if isinstance(data, bytes):
-            return data
-    if not isinstance(path, str):
-        return None
-    try:
-        if not os.path.isfile(path):
-            return None
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            return fh.read(end - start)
-    except OSError:
-        return None
-
-
-# --- the audit ----------------------------------------------------------------------------------------
-
-
-def _find_upstream(tset: Any) -> tuple[str | None, str]:
-    """Ask the hub helper's discovery (metadata and bundled catalog only, no network) if it is installed."""
-    try:
-        from gguftpl.upstream.discover import find_upstream_repo
-    except ImportError:
-        return None, ""
-    try:
-        repo, how = find_upstream_repo(tset)
-    except GGUFTplError as exc:
-        return None, f"discovery failed: {exc}"
-    return repo, how
 
 
 _ENGINES = ("hf", "hf-only", "llamacpp")

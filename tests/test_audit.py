@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.audit import AnalysisCache, AuditOptions, RuleFilter, audit_file, audit_header, audit_paths, collect_paths
+from gguftpl.audit import AuditOptions, RuleFilter, audit_file, audit_header, audit_paths, collect_paths
+from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, UsageError
 from gguftpl.findings import Severity
 from gguftpl.gguf.reader import read_header

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.audit import AnalysisCache, AuditOptions, audit_paths
+from gguftpl.audit import AuditOptions, audit_paths
+from gguftpl.auditcache import AnalysisCache
 from gguftpl.templates import factstore
 from gguftpl.templates.factstore import FactsStore
 from gguftpl.templates.gather import gather_facts

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.audit import AnalysisCache, audit_paths
+from gguftpl.audit import audit_paths
+from gguftpl.auditcache import AnalysisCache
 from tests.conftest import CHATML
 
 pytest.importorskip("xllamacpp")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gguftpl.audit import AnalysisCache, AuditOptions, audit_file, audit_paths, collect_paths
+from gguftpl.audit import AuditOptions, audit_file, audit_paths, collect_paths
+from gguftpl.auditcache import AnalysisCache
 from gguftpl.cli import main_group
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.open import MissingFirstShardError, open_header

@@ -15,7 +15,8 @@ import click
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
-    from gguftpl.audit import AnalysisCache, AuditOptions
+    from gguftpl.audit import AuditOptions
+    from gguftpl.auditcache import AnalysisCache
     from gguftpl.repo.audit import TargetsAudit
 
 SEVERITIES = ["error", "warning", "info"]
@@ -147,7 +148,8 @@ def command(
       1  findings at or above --fail-on
       2  usage or I/O error (missing path, unknown rule, unwritable output)
     """
-    from gguftpl.audit import AnalysisCache, AuditOptions, audit_paths
+    from gguftpl.audit import AuditOptions, audit_paths
+    from gguftpl.auditcache import AnalysisCache
     from gguftpl.gguf.hubref import is_remote
     from gguftpl.report import get_formatter, write_atomic
 

@@ -264,7 +264,7 @@ def _size_or_none(path: str) -> int | None:
 def _audit_entries(entries: list[QuantEntry], fetch: Fetch, s: _Settings) -> tuple[list[QuantEntry], int]:
     """Every entry with its header read and audited (later shards stay as listed); and how many template
     sets were analysed. Audited in listing order while the next headers download."""
-    from gguftpl.audit import AnalysisCache
+    from gguftpl.auditcache import AnalysisCache
 
     todo = [e for e in entries if e.skipped is None]
     cache = AnalysisCache()
@@ -472,7 +472,8 @@ def audit_targets(
     ``repo_check``: each directory in ``paths`` is treated as one model's set of quants (the converter's
     output folder) and gets the repo-level checks; otherwise directories are audited file by file.
     ``upstream`` (True / repo id / False) only matters for repo-level checks."""
-    from gguftpl.audit import AnalysisCache, AuditOptions, AuditRun, audit_paths
+    from gguftpl.audit import AuditOptions, AuditRun, audit_paths
+    from gguftpl.auditcache import AnalysisCache
 
     start = time.perf_counter()
     if not paths and not repos:

@@ -165,6 +165,7 @@ class LlamaCppSession:
         templates: Mapping[str, str] | None = None,
         n_ctx: int | None = None,
         verbosity: int | None = None,
+        n_threads: int | None = None,
     ) -> None:
         if path is None and not templates:
             raise UsageError("LlamaCppSession needs a GGUF path or templates")
@@ -175,6 +176,8 @@ class LlamaCppSession:
         self.chat_template = chat_template
         self.templates = dict(templates) if templates is not None else None
         self.n_ctx = n_ctx or (REAL_N_CTX if load_weights else STANDIN_N_CTX)
+        self.n_threads = n_threads
+        """CPU threads for llama.cpp (None: its default, one per core)."""
         env_v = os.environ.get("GGUFTPL_LLAMACPP_VERBOSITY")
         self.verbosity = verbosity if verbosity is not None else int(env_v) if env_v and env_v.isdigit() else 0
         self.standin: Any = None
@@ -223,6 +226,8 @@ class LlamaCppSession:
             p.ui = False
             p.verbosity = self.verbosity
             p.n_parallel = 1
+            if self.n_threads:
+                p.cpuparams.n_threads = p.cpuparams_batch.n_threads = self.n_threads
             if self.chat_template is not None:
                 p.chat_template = self.chat_template
             t1 = time.perf_counter()
@@ -275,7 +280,7 @@ class LlamaCppSession:
 
     # ------------------------------------------------------------------------------------------- requests
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Any:
         if self._srv is None:
             raise LlamaCppError("the llama.cpp session is not running")
         data = json.dumps(body).encode() if body is not None else None
@@ -283,7 +288,7 @@ class LlamaCppSession:
             self._base + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with self._opener.open(req, timeout=HTTP_TIMEOUT) as r:
+            with self._opener.open(req, timeout=timeout) as r:
                 raw_ok = r.read()
             return json.loads(raw_ok)
         except urllib.error.HTTPError as exc:

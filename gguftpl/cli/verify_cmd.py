@@ -218,7 +218,10 @@ def _repair_hint(result: Any) -> str:
         found = None
     q = shlex.quote(path)
     if found is not None and found.entry is not None:
-        return f"repair ({found.how}): gguftpl patch {q} --from-catalog -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        return (
+            f"repair: gguftpl patch {q} --from-catalog -o FIXED.gguf && gguftpl verify FIXED.gguf "
+            f"({found.how}; templates from the bundled catalog, offline)"
+        )
     if found is not None and found.repo:
         return f"repair: gguftpl patch {q} --from-hub {found.repo} -o FIXED.gguf && gguftpl verify FIXED.gguf"
     return (

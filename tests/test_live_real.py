@@ -106,3 +106,23 @@ def test_diff_and_the_repair_hint_find_the_family(broken: Path) -> None:
     hint = _repair_hint(VerifyResult(str(broken), [Stage(STAGE_SCHEMA, FAIL, "")]))
     assert hint.startswith("repair: gguftpl patch") and "--from-catalog" in hint
     assert "matched by tokenizer: Qwen2.5" in hint
+
+
+def test_diff_without_a_repo_discovers_it_by_tokenizer(broken: Path, original: Path, hub: Any, tmp_path: Path) -> None:
+    """``diff FILE`` worked only while the name or a template matched; the vocabulary is enough now."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.hubserver import tokenizer_config
+
+    own = load_templateset(read_header(original)).templates["default"].text
+    hub.add_repo("Qwen/Qwen2.5-7B-Instruct", {"tokenizer_config.json": tokenizer_config({"default": own})})
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT=hub.url, TRANSFORMERS_VERBOSITY="error")
+    env.pop("HF_HUB_OFFLINE", None)
+    cmd = [sys.executable, "-m", "gguftpl", "diff", str(broken), "--format", "json", "--no-behaviour"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    assert "matched by tokenizer: Qwen2.5" in json.dumps(doc)
+    assert {t["name"]: t["status"] for t in doc["templates"]}["default"] == "changed"

@@ -126,3 +126,42 @@ def test_diff_without_a_repo_discovers_it_by_tokenizer(broken: Path, original: P
     doc = json.loads(res.stdout)
     assert "matched by tokenizer: Qwen2.5" in json.dumps(doc)
     assert {t["name"]: t["status"] for t in doc["templates"]}["default"] == "changed"
+
+
+def test_ctrl_c_while_the_model_answers_ends_the_model_process(original: Path) -> None:
+    """A Ctrl-C during generation returns at once and takes the model's child with it (in this process a
+    generation inside llama.cpp could not be interrupted)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "gguftpl", "verify", str(original), "--live", "--threads", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("live: the model answers"):
+            break
+    children = [int(p) for t in os.listdir(f"/proc/{proc.pid}/task") for p in _children(proc.pid, t)]
+    assert children, "the model runs in a child process"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate()
+    assert proc.returncode != 0
+    for pid in children:
+        assert not _alive(pid), f"the model's process {pid} outlived the Ctrl-C"
+
+
+def _children(pid: int, task: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            return f.read().split()
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

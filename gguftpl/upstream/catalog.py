@@ -256,16 +256,18 @@ def match_catalog(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str
     if entry is not None or "several" in how:
         return entry, how
     by_tokenizer, why = match_tokenizer(tset, catalog)
-    return (by_tokenizer, why) if by_tokenizer is not None else (None, f"{how}; {why}")
+    if by_tokenizer is not None:
+        return by_tokenizer, why
+    return None, f"{how}; {why}" if why else how
 
 
 def match_tokenizer(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
     """The catalog entry of the family the GGUF's tokenizer belongs to (fingerprinted only when some family
-    could match: same tokenizer model and a vocabulary at least as large)."""
+    could match: same tokenizer model and a vocabulary at least as large; else no entry and no word)."""
     from gguftpl.upstream.fingerprint import could_match, fingerprint, match_family
 
     if not could_match(tset, catalog.families):
-        return None, "the tokenizer matches no known family"
+        return None, ""  # nothing worth saying: no family has this tokenizer model and size
     family, how = match_family(fingerprint(tset), catalog.families)
     if family is None:
         return None, how

@@ -130,33 +130,38 @@ def test_diff_without_a_repo_discovers_it_by_tokenizer(broken: Path, original: P
 
 def test_ctrl_c_while_the_model_answers_ends_the_model_process(original: Path) -> None:
     """A Ctrl-C during generation returns at once and takes the model's child with it (in this process a
-    generation inside llama.cpp could not be interrupted)."""
+    generation inside llama.cpp could not be interrupted). verify_file holds its session the same way."""
     import os
     import signal
     import subprocess
     import sys
+    import time
 
-    cmd = [sys.executable, "-m", "gguftpl", "verify", str(original), "--live", "--threads", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("live: the model answers"):
-            break
-    children = [int(p) for t in os.listdir(f"/proc/{proc.pid}/task") for p in _children(proc.pid, t)]
-    assert children, "the model runs in a child process"
+    script = (
+        "import sys\n"
+        "from gguftpl.verify.childsession import ChildSession\n"
+        "from gguftpl.verify.live import LiveOptions, generate\n"
+        "with ChildSession(sys.argv[1], n_threads=1) as s:\n"
+        "    print(s.child_pid, flush=True)\n"
+        "    generate(s, [{'role': 'user', 'content': 'Write a long story.'}], None, LiveOptions(max_tokens=4000))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(original)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    loaded = _cpu_ticks(child)
+    while _cpu_ticks(child) < loaded + 20:  # the child computes: the model is answering
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     proc.communicate()
-    assert proc.returncode != 0
-    for pid in children:
-        assert not _alive(pid), f"the model's process {pid} outlived the Ctrl-C"
+    assert proc.returncode != 0  # KeyboardInterrupt, not a finished story
+    assert not _alive(child), "the model's process outlived the Ctrl-C"
+    assert os.getpid() != child
 
 
-def _children(pid: int, task: str) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            return f.read().split()
-    except OSError:
-        return []
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
 
 
 def _alive(pid: int) -> bool:

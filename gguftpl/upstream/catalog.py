@@ -280,7 +280,7 @@ def match_tokenizer(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, s
         if not named:
             return None, f"{how}: several catalog entries: " + ", ".join(e.repo_id for e in entries)
         entries = named[:1]
-    return entries[0], f"{how} (catalog entry {entries[0].repo_id})"
+    return entries[0], f"{how}, catalog entry {entries[0].repo_id}"
 
 
 def _match_templates_and_names(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:

@@ -203,7 +203,7 @@ def _evidence(
 ) -> str:
     said = f"the model's answer ({_done(gen)}): {_quote(gen.text)}"
     if judged.outcome == NO_ANSWER:
-        return f"no answer from the model: {gen.error}"
+        return f"no answer from the model (time limit {options.timeout:g} s, {options.max_tokens} tokens): {gen.error}"
     if judged.outcome == PARSED_CALL:
         call = gen.calls[0].get("function") or {}
         text = f"the model called {call.get('name')}({call.get('arguments')}) and llama.cpp parsed it into tool_calls"

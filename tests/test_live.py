@@ -3,6 +3,7 @@ a scripted session, and the bounded child that serves a (tiny) model."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,6 @@ from gguftpl.templates import probes
 from gguftpl.verify import live
 from gguftpl.verify.callshape import BARE_JSON, JSON_FENCE, JSON_IN_PROSE, PYTHON_CALL, TAGGED, find_call
 from gguftpl.verify.live import NO_ANSWER, NO_CALL, PARSED_CALL, UNPARSED_CALL, LiveOptions, live_stage
-from gguftpl.verify.session import llamacpp_available
 
 NAME = probes.CANARY_TOOL_NAME
 CALL = {"name": NAME, "arguments": {"record_key": "k1"}}
@@ -138,7 +138,7 @@ def test_ask_belongs_to_live_with_tools(tmp_path: Path, make_gguf: Any) -> None:
 
 # ------------------------------------------------------------------------------------- the bounded child
 
-needs_llamacpp = pytest.mark.skipif(not llamacpp_available(), reason="xllamacpp is not installed")
+needs_llamacpp = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp is not installed")
 
 
 @needs_llamacpp

@@ -8,6 +8,7 @@ Each ``verify --live`` loads the 491 MB model once in a child and generates a fe
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,8 @@ from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
 from gguftpl.templates.templateset import load_templateset
 from gguftpl.verify.result import CORE_STAGES
-from gguftpl.verify.session import llamacpp_available
 
-pytestmark = pytest.mark.skipif(not llamacpp_available(), reason="xllamacpp is not installed")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp is not installed")
 
 QWEN = "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
 CHATML = (
@@ -104,8 +104,9 @@ def test_diff_and_the_repair_hint_find_the_family(broken: Path) -> None:
     res = CliRunner().invoke(main_group, ["diff", str(broken), "--catalog", "auto", "--no-behaviour"])
     assert res.exit_code == 1 and "matched by tokenizer: Qwen2.5" in res.output
     hint = _repair_hint(VerifyResult(str(broken), [Stage(STAGE_SCHEMA, FAIL, "")]))
-    assert hint.startswith("repair: gguftpl patch") and "--from-catalog" in hint
-    assert "matched by tokenizer: Qwen2.5" in hint
+    upstream, repair = hint.splitlines()
+    assert repair.startswith("repair: gguftpl patch") and "--from-catalog" in repair
+    assert upstream.startswith("upstream: matched by tokenizer: Qwen2.5")
 
 
 def test_diff_without_a_repo_discovers_it_by_tokenizer(broken: Path, original: Path, hub: Any, tmp_path: Path) -> None:

@@ -219,8 +219,8 @@ def _repair_hint(result: Any) -> str:
     q = shlex.quote(path)
     if found is not None and found.entry is not None:
         return (
-            f"repair: gguftpl patch {q} --from-catalog -o FIXED.gguf && gguftpl verify FIXED.gguf "
-            f"({found.how}; templates from the bundled catalog, offline)"
+            f"upstream: {found.how} (its templates are in the bundled catalog: no network needed)\n"
+            f"repair: gguftpl patch {q} --from-catalog -o FIXED.gguf && gguftpl verify FIXED.gguf"
         )
     if found is not None and found.repo:
         return f"repair: gguftpl patch {q} --from-hub {found.repo} -o FIXED.gguf && gguftpl verify FIXED.gguf"

@@ -181,3 +181,16 @@ def _qwen_template() -> str:
     entry = load_catalog().get("Qwen/Qwen2.5-7B-Instruct")
     assert entry is not None
     return entry.text("default")
+
+
+def test_when_only_the_model_fails_the_hint_is_no_template_repair() -> None:
+    from gguftpl.cli.verify_cmd import _live_hint
+    from gguftpl.verify.result import FAIL, Stage
+
+    def stage(outcome: str, in_prompt: bool) -> Stage:
+        return Stage("live", FAIL, "", {"tools_in_prompt": in_prompt}, summary={"outcome": outcome})
+
+    assert "another shape" in (_live_hint(stage(UNPARSED_CALL, True)) or "")
+    assert "chose to answer without one" in (_live_hint(stage(NO_CALL, True)) or "")
+    assert "--live-timeout" in (_live_hint(stage(NO_ANSWER, True)) or "")
+    assert _live_hint(stage(NO_CALL, False)) is None  # the tools were dropped: the template repair applies

@@ -192,6 +192,26 @@ def _text(result: Any) -> str:
     return "\n".join(lines)
 
 
+def _live_hint(stage: Any) -> str | None:
+    """When only the model failed, what to say instead of a template repair (None: the tools never reached
+    the prompt, so the template repair below applies)."""
+    outcome = stage.summary.get("outcome")
+    if outcome == "unparsed_call":
+        return (
+            "the template and llama.cpp's parser pass; the model writes its calls in another shape than the "
+            "template teaches, so no template repair changes what reaches the client (a client must parse that "
+            "shape itself, or use a model trained on this format)"
+        )
+    if outcome == "no_call" and stage.data.get("tools_in_prompt"):
+        return (
+            "the tools reach the prompt and llama.cpp parses the template's calls; the model chose to answer "
+            "without one (ask for the tool more directly with --ask, or use a model trained for tool calls)"
+        )
+    if outcome == "no_answer":
+        return "the model did not answer in time: raise --live-timeout or lower --max-tokens (or try --threads 1)"
+    return None
+
+
 def _repair_hint(result: Any) -> str:
     """Point at the repair: the catalog entry or the upstream repo that the file's metadata, the catalog or the
     tokenizer leads to (no network); for a model that writes calls in its own shape, say a template cannot help."""
@@ -201,12 +221,10 @@ def _repair_hint(result: Any) -> str:
 
     path = result.path
     failed = [s for s in result.stages if s.status == FAIL]
-    if [s.name for s in failed] == ["live"] and failed[0].summary.get("outcome") == "unparsed_call":
-        return (
-            "the template and llama.cpp's parser pass; the model writes its calls in another shape than the "
-            "template teaches, so no template repair changes what reaches the client (a client must parse that "
-            "shape itself, or use a model trained on this format)"
-        )
+    if [s.name for s in failed] == ["live"]:
+        model_only = _live_hint(failed[0])
+        if model_only is not None:
+            return model_only
     found = None
     try:
         from gguftpl.gguf.reader import read_header

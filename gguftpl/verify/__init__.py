@@ -8,6 +8,9 @@
 - :mod:`~gguftpl.verify.compare` llama.cpp's prompt against transformers'
 - :mod:`~gguftpl.verify.preflight` and :mod:`~gguftpl.verify.parsecheck` keep templates that hang or crash
   llama.cpp out of this process
+- :mod:`~gguftpl.verify.live` ``verify --live``: the real weights answer (served from a bounded child,
+  :mod:`~gguftpl.verify.childsession`), and :mod:`~gguftpl.verify.callshape` names the shape of a call the model
+  wrote that llama.cpp did not parse
 - :mod:`~gguftpl.verify.render` what ``gguftpl render`` prints
 - :mod:`~gguftpl.verify.findings` GT6xx findings for ``audit --engine llamacpp``
 - tools: :mod:`~gguftpl.verify.tools` (tool lists), :mod:`~gguftpl.verify.mcp` (MCP client),

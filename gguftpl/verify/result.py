@@ -30,13 +30,15 @@ class Stage:
     """``pass``, ``fail``, ``skip`` (tool checks may also give ``warn``)."""
     evidence: str
     data: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    """Keys every JSON report shows beside name, status and evidence (the live stage's ``outcome``)."""
 
     @property
     def ok(self) -> bool:
         return self.status != FAIL
 
     def to_dict(self, with_data: bool = False) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": self.name, "status": self.status, "evidence": self.evidence}
+        d: dict[str, Any] = {"name": self.name, "status": self.status, "evidence": self.evidence, **self.summary}
         if with_data:
             d["data"] = self.data
         return d

@@ -156,6 +156,7 @@ class LlamaCppSession:
         specials: tuple[str, str] | None = None,
         n_ctx: int | None = None,
         verbosity: int | None = None,
+        n_threads: int | None = None,
     ) -> None:
         if path is None and not templates:
             raise UsageError("LlamaCppSession needs a GGUF path or templates")
@@ -169,6 +170,8 @@ class LlamaCppSession:
         """(bos, eos) texts for a template-only stand-in, so templates see the file's own ``bos_token`` and
         ``eos_token`` (an empty text: the stand-in's own)."""
         self.n_ctx = n_ctx or (REAL_N_CTX if load_weights else STANDIN_N_CTX)
+        self.n_threads = n_threads
+        """CPU threads for llama.cpp (None: its default, one per core)."""
         env_v = os.environ.get("GGUFTPL_LLAMACPP_VERBOSITY")
         self.verbosity = verbosity if verbosity is not None else int(env_v) if env_v and env_v.isdigit() else 0
         self.standin: Any = None
@@ -217,6 +220,8 @@ class LlamaCppSession:
             p.ui = False
             p.verbosity = self.verbosity
             p.n_parallel = 1
+            if self.n_threads:
+                p.cpuparams.n_threads = p.cpuparams_batch.n_threads = self.n_threads
             if self.chat_template is not None:
                 p.chat_template = self.chat_template
             t1 = time.perf_counter()
@@ -269,7 +274,7 @@ class LlamaCppSession:
 
     # ------------------------------------------------------------------------------------------- requests
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(self, method: str, path: str, body: Any = None, timeout: float = HTTP_TIMEOUT) -> Any:
         if self._srv is None:
             raise LlamaCppError("the llama.cpp session is not running")
         data = json.dumps(body).encode() if body is not None else None
@@ -277,7 +282,7 @@ class LlamaCppSession:
             self._base + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
-            with self._opener.open(req, timeout=HTTP_TIMEOUT) as r:
+            with self._opener.open(req, timeout=timeout) as r:
                 raw_ok = r.read()
             return json.loads(raw_ok)
         except urllib.error.HTTPError as exc:

@@ -11,7 +11,9 @@
 5. engine agreement: llama.cpp's prompts for stages 2 and 4 equal transformers'
    (:func:`gguftpl.verify.compare.compare_engines`), or the first difference is shown.
 
-With the user's tools, the tool checks of :mod:`gguftpl.verify.toolcheck` are appended as more stages.
+With the user's tools, the tool checks of :mod:`gguftpl.verify.toolcheck` are appended as more stages. With
+``live`` the real weights are served from a bounded child (:mod:`gguftpl.verify.childsession`) and the model's
+own answer is judged last (:mod:`gguftpl.verify.live`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import LlamaCppError
 from gguftpl.verify.calltext import CallText, arg_values, call_matches, call_text_from_template, parse_call
@@ -44,6 +46,9 @@ from gguftpl.verify.result import (
 )
 from gguftpl.verify.session import LlamaCppLoadError, LlamaCppSession, Message
 
+if TYPE_CHECKING:
+    from gguftpl.verify.live import LiveOptions
+
 
 @dataclass(frozen=True)
 class ToolRun:
@@ -58,6 +63,16 @@ class ToolRun:
     max_tool_share: float | None = None
 
 
+@dataclass(frozen=True)
+class LiveRun:
+    """``verify --live``: how the model is asked, who runs its call, who hears about progress."""
+
+    options: LiveOptions
+    dispatch: Callable[[str, dict[str, Any]], Any] | None = None
+    """Runs the model's parsed call by tool name (an MCP ``tools/call``); None: not dispatched."""
+    progress: Callable[[str], None] | None = None
+
+
 def verify_file(
     path: str | os.PathLike[str],
     *,
@@ -68,29 +83,48 @@ def verify_file(
     arguments: dict[str, Any] | None = None,
     max_tool_share: float | None = None,
     session: LlamaCppSession | None = None,
+    live: LiveRun | None = None,
 ) -> VerifyResult:
     """Run the five llama.cpp stages on ``path`` (and the tool checks of :mod:`gguftpl.verify.toolcheck` when
     ``tools`` is given: :class:`gguftpl.verify.tools.ToolSpec` objects or OpenAI ``tools`` entries).
-    ``session`` reuses a running one; ``dispatch`` runs the round-trip call (e.g. ``ToolSources.dispatch``)."""
+    ``session`` reuses a running one; ``dispatch`` runs the round-trip call (e.g. ``ToolSources.dispatch``).
+    ``live`` loads the real weights (in a child process) and adds the live stage: the model answers."""
     path = os.fspath(path)
     if session is None:
         check_regular(path)
     run = ToolRun(_tool_specs(tools), dispatch, call, arguments, max_tool_share) if tools else None
+    load_weights = load_weights or live is not None
     t0 = time.perf_counter()
     if session is not None:
-        return _timed(_verify_with_tools(session, path, run), session, t0)
+        return _timed(_verify_with_tools(session, path, run, live), session, t0)
     refused = _not_safe_for_llamacpp(path, run, t0, load_weights)
     if refused is not None:
         return refused
     try:
-        s = LlamaCppSession(path, load_weights=load_weights)
-        s.start()
+        s = _open_session(path, load_weights, live)
     except LlamaCppLoadError as exc:
         if not any("chat template" in line for line in exc.log):
             raise
         return _rejected_result(path, exc, time.perf_counter() - t0, load_weights)
     with s:
-        return _timed(_verify_with_tools(s, path, run), s, t0)
+        return _timed(_verify_with_tools(s, path, run, live), s, t0)
+
+
+def _open_session(path: str, load_weights: bool, live: LiveRun | None) -> LlamaCppSession:
+    if live is None:
+        s = LlamaCppSession(path, load_weights=load_weights)
+    else:
+        from gguftpl.verify.childsession import ChildSession
+
+        if live.progress is not None:
+            size = os.path.getsize(path) / (1 << 20)
+            name = os.path.basename(path)
+            live.progress(f"live: loading {name} ({size:,.0f} MiB) into llama.cpp in a child process…")
+        s = ChildSession(path, n_threads=live.options.threads)
+    s.start()
+    if live is not None and live.progress is not None:
+        live.progress(f"live: loaded in {s.timings.get('load_s', 0.0):.1f} s; stages 1-5 on the real weights…")
+    return s
 
 
 def verify_session(s: LlamaCppSession, label: str | None = None) -> VerifyResult:
@@ -112,10 +146,17 @@ def _timed(result: VerifyResult, s: LlamaCppSession, t0: float) -> VerifyResult:
     return result
 
 
-def _verify_with_tools(s: LlamaCppSession, path: str, run: ToolRun | None) -> VerifyResult:
+def _verify_with_tools(s: LlamaCppSession, path: str, run: ToolRun | None, live: LiveRun | None) -> VerifyResult:
     result = _verify(s, path)
     if run is not None:
         result.stages.extend(_tool_stages(s, run))
+    if live is not None:
+        # last: a generation that overran its time still runs in the child until the session ends
+        from gguftpl.verify.live import live_stage
+        from gguftpl.verify.tools import openai_tools
+
+        tools = openai_tools(run.tools) if run is not None else None
+        result.stages.append(live_stage(s, tools, options=live.options, dispatch=live.dispatch, progress=live.progress))
     return result
 
 

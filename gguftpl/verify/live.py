@@ -1,0 +1,330 @@
+"""``verify --live``: the real weights answer a tools request, and what reaches the client is judged.
+
+Stages 1–5 prove the template and llama.cpp's parser with a call gguftpl writes itself. Here the model writes
+it (temperature 0, bounded tokens and time, in the child of :mod:`gguftpl.verify.childsession`), and the
+stage's ``outcome`` says what a client of llama-server would get:
+
+- ``parsed_call``: llama.cpp returned ``tool_calls``. With a dispatcher (``--mcp``) the call is run, its result
+  goes into a second turn, and the stage shows whether the final answer uses it.
+- ``unparsed_call``: the model wrote a call that llama.cpp did not parse; the shape it wrote (a ```json fence,
+  bare JSON, …: :mod:`gguftpl.verify.callshape`) and the shape this template's parser expects (the canary call
+  as the template itself writes it, :mod:`gguftpl.verify.calltext`) are both shown.
+- ``no_call``: the model answered without calling; the stage says whether the tools were in the prompt.
+- ``no_answer``: the generation overran its time limit or llama.cpp failed: nothing to judge.
+
+When the answer holds no parsed call, the request is repeated with ``tool_choice=required`` (llama.cpp then
+constrains the output with a grammar for the formats it can) and the stage reports what that changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gguftpl.errors import GGUFTplError, LlamaCppError
+from gguftpl.verify.callshape import FoundCall, find_call
+from gguftpl.verify.result import FAIL, PASS, Stage, excerpt
+from gguftpl.verify.session import LlamaCppSession, Message
+
+STAGE_LIVE = "live"
+PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER = "parsed_call", "unparsed_call", "no_call", "no_answer"
+OUTCOMES = (PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER)
+DEFAULT_MAX_TOKENS = 192
+"""Enough for a call with a few arguments and a sentence around it."""
+DEFAULT_TIMEOUT = 300.0
+"""Seconds one generation may take (a 0.5B model writes a few tokens a second on two busy cores)."""
+
+Progress = Callable[[str], None]
+
+
+def canary_ask() -> str:
+    """The user message of the canary request: it needs the canary tool."""
+    from gguftpl.templates import probes
+
+    return f"Look up the record with key {probes.CANARY_ARG_VALUE}."
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """How ``verify --live`` asks the model."""
+
+    ask: str | None = None
+    """The user's message with the user's own tools (``--ask``); None: the canary tool and :func:`canary_ask`."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds one generation may take; past it the child is ended with the session."""
+    try_required: bool = True
+    """Ask again with ``tool_choice=required`` when the answer holds no parsed call."""
+    threads: int | None = None
+    """CPU threads for llama.cpp (None: one per core). On a machine busy with other work, 1 can be several times
+    faster: llama.cpp's threads wait for each other at every step."""
+
+
+@dataclass
+class Generation:
+    """One answer of the model, as llama.cpp returned it to the client."""
+
+    message: Message
+    finish_reason: str | None
+    tokens: int | None
+    seconds: float
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        return str(self.message.get("content") or "")
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        return list(self.message.get("tool_calls") or [])
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"message": self.message, "finish_reason": self.finish_reason, "tokens": self.tokens}
+        d["seconds"] = round(self.seconds, 2)
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def generate(
+    s: LlamaCppSession,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    options: LiveOptions,
+    tool_choice: str | None = None,
+) -> Generation:
+    """The model's answer at temperature 0, at most ``max_tokens`` long and ``timeout`` seconds late."""
+    body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": options.max_tokens, "seed": 0}
+    if tools:
+        body["tools"] = tools
+    if tool_choice:
+        body["tool_choice"] = tool_choice
+    from gguftpl.verify.childsession import ChildSession
+
+    t0 = time.perf_counter()
+    try:
+        # only a child can be left behind when the time is up: in this process the wait is llama.cpp's
+        if isinstance(s, ChildSession):
+            res = s.chat_completion(body, timeout=options.timeout)
+        else:
+            res = s.chat_completion(body)
+    except LlamaCppError as exc:
+        return Generation({}, None, None, time.perf_counter() - t0, error=str(exc))
+    seconds = time.perf_counter() - t0
+    try:
+        choice = res["choices"][0]
+        usage = res.get("usage") or {}
+        return Generation(dict(choice["message"]), choice.get("finish_reason"), usage.get("completion_tokens"), seconds)
+    except (KeyError, IndexError, TypeError):
+        return Generation({}, None, None, seconds, error=f"llama.cpp returned no message: {json.dumps(res)[:300]}")
+
+
+@dataclass(frozen=True)
+class Judged:
+    outcome: str
+    found: FoundCall | None = None
+
+
+def judge(gen: Generation, tool_names: Sequence[str]) -> Judged:
+    if gen.error is not None:
+        return Judged(NO_ANSWER)
+    if gen.calls:
+        return Judged(PARSED_CALL)
+    found = find_call(gen.text, tool_names) or find_call(str(gen.message.get("reasoning_content") or ""), tool_names)
+    return Judged(UNPARSED_CALL, found) if found is not None else Judged(NO_CALL)
+
+
+def live_stage(
+    s: LlamaCppSession,
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    options: LiveOptions | None = None,
+    dispatch: Callable[[str, dict[str, Any]], Any] | None = None,
+    progress: Progress | None = None,
+) -> Stage:
+    """The live stage on a running session with the real weights. ``tools`` (OpenAI entries) come with
+    ``options.ask``; without them the canary tool is asked for. ``dispatch(name, arguments)`` runs a parsed call
+    (an MCP ``tools/call``) and returns its result (``.text``, ``.is_error``)."""
+    from gguftpl.templates import probes
+
+    options = options or LiveOptions()
+    say = progress or (lambda _msg: None)
+    if not tools or options.ask is None:
+        tools, ask = probes.canary_tools(), canary_ask()
+    else:
+        ask = options.ask
+    names = [str((t.get("function") or {}).get("name") or "") for t in tools]
+    messages: list[Message] = [{"role": "user", "content": ask}]
+    say(f"live: the model answers {ask!r} (at most {options.max_tokens} tokens, {options.timeout:g} s)…")
+    gen = generate(s, messages, tools, options)
+    judged = judge(gen, names)
+    say(f"live: {_done(gen)}: {judged.outcome}")
+    data: dict[str, Any] = {"ask": ask, "tools": names, "generation": gen.to_dict()}
+    data["tools_in_prompt"] = _tools_in_prompt(s, messages, tools, names)
+    evidence = _evidence(s, gen, judged, data, dispatch, messages, tools, options, say)
+    if judged.outcome not in (PARSED_CALL, NO_ANSWER) and options.try_required:
+        say("live: asking again with tool_choice=required…")
+        evidence += "\n" + _required(s, messages, tools, names, options, judged, data)
+    summary = {"outcome": judged.outcome, "model_output": gen.text}
+    if judged.found is not None:
+        summary["call_shape"] = judged.found.shape
+    data.update(summary)
+    return Stage(STAGE_LIVE, PASS if judged.outcome == PARSED_CALL else FAIL, evidence, data, summary=summary)
+
+
+def _done(gen: Generation) -> str:
+    if gen.error is not None:
+        return f"no answer after {gen.seconds:.1f} s"
+    return f"{gen.tokens if gen.tokens is not None else '?'} tokens in {gen.seconds:.1f} s"
+
+
+def _tools_in_prompt(s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]], names: list[str]) -> bool:
+    try:
+        prompt = s.apply_template(msgs, tools)
+    except LlamaCppError:
+        return False
+    return all(n in prompt for n in names)
+
+
+def _evidence(
+    s: LlamaCppSession,
+    gen: Generation,
+    judged: Judged,
+    data: dict[str, Any],
+    dispatch: Callable[[str, dict[str, Any]], Any] | None,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    options: LiveOptions,
+    say: Progress,
+) -> str:
+    said = f"the model's answer ({_done(gen)}): {_quote(gen.text)}"
+    if judged.outcome == NO_ANSWER:
+        return f"no answer from the model (time limit {options.timeout:g} s, {options.max_tokens} tokens): {gen.error}"
+    if judged.outcome == PARSED_CALL:
+        call = gen.calls[0].get("function") or {}
+        text = f"the model called {call.get('name')}({call.get('arguments')}) and llama.cpp parsed it into tool_calls"
+        if dispatch is not None:
+            text += "\n" + _second_turn(s, gen, dispatch, messages, tools, options, data, say)
+        return text
+    cut = " (cut at max tokens)" if gen.finish_reason == "length" else ""
+    if judged.outcome == UNPARSED_CALL:
+        found = judged.found
+        assert found is not None
+        expected = _expected_shape(s)
+        data["expected"] = expected
+        return (
+            f"the model wrote a call to {found.name}({json.dumps(found.arguments, ensure_ascii=False)}) as "
+            f"{found.describe()}, which llama.cpp did not parse: no tool_calls reach the client. "
+            f"{expected['evidence']}\n{said}{cut}"
+        )
+    where = (
+        "the tools were in the prompt"
+        if data["tools_in_prompt"]
+        else "the tools were not in the prompt (llama.cpp dropped them: the template never renders them)"
+    )
+    return f"the model answered without calling a tool; {where}.\n{said}{cut}"
+
+
+def _expected_shape(s: LlamaCppSession) -> dict[str, Any]:
+    """The call format this template's parser takes: the canary call as the template itself writes it."""
+    from gguftpl.templates import probes
+    from gguftpl.templates.dialect import classify
+    from gguftpl.verify.calltext import call_text_from_template
+
+    try:
+        ct = call_text_from_template(s, probes.tools_conversation(), probes.canary_tools(), probes.tool_call())
+    except LlamaCppError as exc:
+        return {"dialect": None, "call_text": "", "evidence": f"(the template's own call format is unknown: {exc})"}
+    if not ct.text.strip():
+        return {"dialect": "none", "call_text": "", "evidence": "This template writes no tool call at all."}
+    dialect, _ = classify(ct.text)
+    return {
+        "dialect": dialect,
+        "call_text": ct.text,
+        "evidence": f"This template's parser expects the {dialect} format, as the template writes a call: {ct.text!r}",
+    }
+
+
+def _required(
+    s: LlamaCppSession,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    names: list[str],
+    options: LiveOptions,
+    before: Judged,
+    data: dict[str, Any],
+) -> str:
+    gen = generate(s, messages, tools, options, tool_choice="required")
+    judged = judge(gen, names)
+    data["tool_choice_required"] = {"outcome": judged.outcome, "model_output": gen.text, "generation": gen.to_dict()}
+    if judged.outcome == PARSED_CALL:
+        call = gen.calls[0].get("function") or {}
+        return (
+            f"with tool_choice=required llama.cpp parsed {call.get('name')}({call.get('arguments')}): its grammar "
+            "held the model to the template's format, so clients that send tool_choice=required get the call"
+        )
+    if judged.outcome == NO_ANSWER:
+        return f"with tool_choice=required: no answer ({gen.error})"
+    same = "the same answer" if gen.text == str(data["generation"]["message"].get("content") or "") else "an answer"
+    shape = f" ({judged.found.describe()})" if judged.found is not None else ""
+    return (
+        f"with tool_choice=required: {same}{shape} and still no tool_calls ({judged.outcome}): llama.cpp did not "
+        f"constrain this model's output to the template's format: {_quote(gen.text)}"
+    )
+
+
+def _second_turn(
+    s: LlamaCppSession,
+    gen: Generation,
+    dispatch: Callable[[str, dict[str, Any]], Any],
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    options: LiveOptions,
+    data: dict[str, Any],
+    say: Progress,
+) -> str:
+    """Run the parsed call, hand its result back, and see whether the final answer uses it."""
+    call = gen.calls[0]
+    fn = call.get("function") or {}
+    name = str(fn.get("name") or "")
+    raw = fn.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+    except ValueError:
+        return f"not dispatched: the arguments are not JSON ({raw!r})"
+    say(f"live: dispatching {name}…")
+    try:
+        result = dispatch(name, args)
+    except GGUFTplError as exc:
+        return f"not dispatched: {exc}"
+    text = str(getattr(result, "text", result))
+    call_id = str(call.get("id") or "call_0")
+    turn = [
+        *messages,
+        {"role": "assistant", "content": gen.text, "tool_calls": [{**call, "id": call_id}]},
+        {"role": "tool", "tool_call_id": call_id, "name": name, "content": text},
+    ]
+    say("live: the model answers with the tool result…")
+    final = generate(s, turn, tools, options)
+    uses = _uses_result(text, final.text)
+    data["dispatch"] = {"result": text, "is_error": bool(getattr(result, "is_error", False))}
+    data["final"] = {"generation": final.to_dict(), "uses_result": uses}
+    if final.error is not None:
+        return f"dispatched {name}: {_quote(text)}; no final answer: {final.error}"
+    verdict = "uses the result" if uses else "does not visibly use the result"
+    return f"dispatched {name}: {_quote(text)}; the final answer {verdict}: {_quote(final.text)}"
+
+
+def _uses_result(result: str, answer: str) -> bool:
+    """Some distinctive piece of the result (a number, a word with digits, a word of 6+ letters) is in the answer."""
+    pieces = {p for p in re.findall(r"\w*\d\w*|[^\W\d_]{6,}", result)}
+    low = answer.lower()
+    return any(p.lower() in low for p in pieces)
+
+
+def _quote(text: str) -> str:
+    return repr(excerpt(" ".join(text.split()), limit=300))

@@ -1,7 +1,7 @@
 """Put corrected chat templates into a GGUF: one pipeline for every source of templates.
 
 plan (``gguftpl.patchplan``: the templates and the ``gguftpl.patch.*`` provenance keys) -> audit the input
--> write (``gguf.writer.rewrite``: tensor bytes identical and compared, atomic) -> prove (read the output
+-> write (``gguf.rewrite.rewrite``: tensor bytes identical and proven, atomic) -> prove (read the output
 back: every template and provenance key as planned) -> audit the output -> before/after.
 
 ``patch_templates`` (templates given as text) and ``patch_from_upstream`` (a Hub repo or a catalog entry)
@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
-from gguftpl.gguf.writer import ProgressFn, RewriteProof, rewrite
+from gguftpl.gguf.regioncopy import ProgressFn
+from gguftpl.gguf.rewrite import RewriteProof, rewrite
+from gguftpl.gguf.writer import Permissions
 from gguftpl.patchplan import PROVENANCE_PREFIX, REMOVE, PatchPlan, plan_from_files, plan_from_upstream
 from gguftpl.templates.templateset import load_templateset
 
@@ -134,6 +136,7 @@ def run_patch(
         remove=plan.remove_keys,
         overwrite=options.in_place or options.force,
         progress=progress,
+        permissions=output_permissions(plan.path, in_place=options.in_place),
     )
     readback = _read_back(plan, out_s)
     after = _audit(out_s) if options.audit else None
@@ -192,6 +195,14 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
         # renaming over a device node, FIFO or folder would destroy it, not write into it
         raise PatchError(f"{out_s} exists and is not a regular file; refusing to replace it")
     return out_s
+
+
+def output_permissions(src: str, *, in_place: bool) -> Permissions:
+    """The output's permissions: ``--in-place`` keeps the input's mode, owner and group (the file is the same
+    model, replaced); a new output (``-o``, with ``--force`` too) gets the input's read/write/execute bits less
+    the umask, so a private model never becomes readable by more people than it was."""
+    st = os.stat(src)
+    return Permissions.kept(st) if in_place else Permissions.like(st)
 
 
 def _same_file(a: str, b: str) -> bool:

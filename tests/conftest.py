@@ -125,3 +125,16 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         hub_headers()
         server.clear_log()
         yield server
+
+
+@pytest.fixture(scope="session")
+def xfs_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder on a loop-mounted XFS with reflinks (tests/xfsloop.py), one per test session; skipped with
+    the reason where it cannot be made (not root, no mkfs.xfs, loop devices refused)."""
+    from tests.xfsloop import Unavailable, xfs_loop
+
+    try:
+        with xfs_loop(tmp_path_factory.mktemp("xfs")) as mnt:
+            yield mnt
+    except Unavailable as exc:
+        pytest.skip(f"no loop-mounted XFS: {exc}")

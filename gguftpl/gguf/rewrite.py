@@ -28,8 +28,10 @@ from gguftpl.gguf.regioncopy import ProgressFn, copy_region, same_bytes
 from gguftpl.gguf.writer import AtomicFile, Permissions, atomic_output, encode_kv
 
 PADDING_KEY = "gguftpl.padding"
-"""A string of spaces whose length places the data section where the source's blocks can be shared. The
-data offset is always align(end of tensor infos), so padding can only go inside the header, as a key."""
+"""A string (PADDING_TEXT, then spaces) whose length places the data section where the source's blocks can
+be shared. The data offset is always align(end of tensor infos), so padding can only go inside the header,
+as a key."""
+PADDING_TEXT = "reflink padding: the tensor data starts where the source's blocks can be shared"
 CLONE_MIN = 1024 * 1024
 """Tensor data below this is copied: a clone saves nothing there, and the file keeps no padding key."""
 CLONE = True
@@ -151,9 +153,9 @@ class _Edit:
         tensor infos end exactly there)."""
         bo = header.byteorder
         parts = [(k, raw) for k, raw in self.parts if k != PADDING_KEY]
-        bare = len(self._unaligned(header, [*parts, (PADDING_KEY, encode_kv(PADDING_KEY, "", bo))]))
+        bare = len(self._unaligned(header, [*parts, (PADDING_KEY, encode_kv(PADDING_KEY, PADDING_TEXT, bo))]))
         target = header.data_offset + math.ceil((bare - header.data_offset) / step) * step
-        padding = (PADDING_KEY, encode_kv(PADDING_KEY, " " * (target - bare), bo))
+        padding = (PADDING_KEY, encode_kv(PADDING_KEY, PADDING_TEXT + " " * (target - bare), bo))
         head = self._unaligned(header, [*parts, padding])
         assert len(head) == target and target % header.alignment == 0
         return head

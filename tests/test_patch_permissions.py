@@ -85,32 +85,25 @@ def test_a_new_output_is_never_wider_than_its_input(make_gguf, tmp_path, input_m
 def test_in_place_by_a_user_who_cannot_keep_the_owner_narrows(make_gguf, tmp_path):
     """A user (uid 1234, group 5678) may replace a root-owned model in a folder they can write, but cannot
     give the file back to root: it becomes theirs, and the bits that were root's group's are dropped rather
-    than handed to the user's group. (A forked child drops to that user: the interpreter itself lives where
-    only root may read, so it imports everything it needs first, on a warm-up patch.)"""
-    from gguftpl.patching import PatchOptions
-
-    options = PatchOptions(in_place=True, audit=False, provenance=False)
+    than handed to the user's group. (The child starts as root and drops to that user after a warm-up patch
+    has imported everything: the interpreter itself lives where only root may read.)"""
     warm = make_gguf("warm.gguf", templates={"default": CHATML})
-    patch_templates(warm, None, {"tool_use": "{{ 'x' }}"}, options=options)
     src = make_gguf("m.gguf", templates={"default": CHATML})
     os.chmod(src, 0o664)
     os.chmod(tmp_path, 0o777)
     for parent in tmp_path.parents:  # pytest's temp folders are private to root: let the user through
         if str(parent).startswith("/tmp/pytest-of-"):
             parent.chmod(parent.stat().st_mode | 0o011)
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(5678)
-            os.setuid(1234)
-            patch_templates(src, None, {"tool_use": "{{ 'x' }}"}, options=options)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    code = (
+        "import os, sys\n"
+        "from gguftpl.patching import PatchOptions, patch_templates\n"
+        "options = PatchOptions(in_place=True, audit=False, provenance=False)\n"
+        "patch_templates(sys.argv[1], None, {'tool_use': '{{ 1 }}'}, options=options)\n"
+        "os.setgroups([]); os.setgid(5678); os.setuid(1234)\n"
+        "patch_templates(sys.argv[2], None, {'tool_use': '{{ 1 }}'}, options=options)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, warm, src], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
     assert _perms(src) == (0o604, 1234, 5678)
     assert "tokenizer.chat_template.tool_use" in read_header(src).kv
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +56,15 @@ def xfs_loop(folder: Path, size: int = 1 << 30) -> Iterator[Path]:
 
 
 def used_bytes(path: Path) -> int:
-    """Bytes in use on the filesystem holding ``path`` (after the kernel has written what it holds)."""
-    os.sync()
-    st = os.statvfs(path)
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    """Bytes in use on the filesystem holding ``path``, once the kernel has written what it holds and freed
+    what was deleted (XFS frees a deleted file's blocks in the background: wait until the count settles)."""
+    last = -1
+    for _ in range(100):
+        os.sync()
+        st = os.statvfs(path)
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        if used == last:
+            return used
+        last = used
+        time.sleep(0.02)
+    return last

@@ -34,8 +34,6 @@ as a key."""
 PADDING_TEXT = "reflink padding: the tensor data starts where the source's blocks can be shared"
 CLONE_MIN = 1024 * 1024
 """Tensor data below this is copied: a clone saves nothing there, and the file keeps no padding key."""
-CLONE = True
-"""Try to share the tensor region (off: always copy, as on a filesystem without reflinks)."""
 
 BYTE_PROOF = "compared byte for byte with the source"
 SHARED_PROOF = "shared with the source (same physical extents by FIEMAP; not read)"
@@ -187,7 +185,7 @@ def _write(
     """Write the output's header and tensor data: shared with the source where the filesystem can, else
     copied by the kernel. Returns the proof with ``data_identical`` judged (True when not verifying)."""
     data_len = _data_length(header)
-    if CLONE and data_len >= CLONE_MIN:
+    if data_len >= CLONE_MIN:
         proof = _write_clone(edit, header, src_path, out, verify)
         if proof is not None:
             if progress is not None:

@@ -4,16 +4,18 @@ readable by more people than its input (issue 14, item 1). Real chmod/chown (roo
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from gguftpl.gguf.reader import read_header
 from gguftpl.patching import patch_templates
-from tests.conftest import CHATML, ROOT
+from tests.conftest import CHATML, ROOT, build_gguf
 
 needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to others needs root")
 
@@ -82,18 +84,26 @@ def test_a_new_output_is_never_wider_than_its_input(make_gguf, tmp_path, input_m
 
 
 @needs_root
-def test_in_place_by_a_user_who_cannot_keep_the_owner_narrows(make_gguf, tmp_path):
+def test_in_place_by_a_user_who_cannot_keep_the_owner_narrows():
     """A user (uid 1234, group 5678) may replace a root-owned model in a folder they can write, but cannot
     give the file back to root: it becomes theirs, and the bits that were root's group's are dropped rather
     than handed to the user's group. (The child starts as root and drops to that user after a warm-up patch
     has imported everything: the interpreter itself lives where only root may read.)"""
-    warm = make_gguf("warm.gguf", templates={"default": CHATML})
-    src = make_gguf("m.gguf", templates={"default": CHATML})
-    os.chmod(src, 0o664)
-    os.chmod(tmp_path, 0o777)
-    for parent in tmp_path.parents:  # pytest's temp folders are private to root: let the user through
-        if str(parent).startswith("/tmp/pytest-of-"):
-            parent.chmod(parent.stat().st_mode | 0o011)
+    # pytest's temp folders are private to root (and another pytest run resets them so): a folder of its own
+    folder = Path(tempfile.mkdtemp(prefix="gguftpl-test-perms-"))
+    try:
+        folder.chmod(0o777)
+        warm = build_gguf(folder / "warm.gguf", templates={"default": CHATML})
+        src = build_gguf(folder / "m.gguf", templates={"default": CHATML})
+        os.chmod(src, 0o664)
+        _patch_as_user_1234(warm, src)
+        assert _perms(src) == (0o604, 1234, 5678)
+        assert "tokenizer.chat_template.tool_use" in read_header(src).kv
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _patch_as_user_1234(warm: Path, src: Path) -> None:
     code = (
         "import os, sys\n"
         "from gguftpl.patching import PatchOptions, patch_templates\n"
@@ -104,8 +114,6 @@ def test_in_place_by_a_user_who_cannot_keep_the_owner_narrows(make_gguf, tmp_pat
     )
     res = subprocess.run([sys.executable, "-c", code, warm, src], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert _perms(src) == (0o604, 1234, 5678)
-    assert "tokenizer.chat_template.tool_use" in read_header(src).kv
 
 
 def test_in_place_replaces_the_file_behind_a_link_and_hard_links_keep_the_old_content(make_gguf, tmp_path):

@@ -81,7 +81,7 @@ def test_real_model_patched_on_xfs_shares_its_tensors_and_loads_in_llama_cpp(xfs
     assert _tensors_gguf_py(out) == _tensors_gguf_py(src)
     # and llama.cpp loads the real weights from it
     pytest.importorskip("xllamacpp")
-    from gguftpl.llamacpp import LlamaCppSession
+    from gguftpl.verify.session import LlamaCppSession
 
     with LlamaCppSession(out, load_weights=True) as session:
         props = session.props()
@@ -137,7 +137,7 @@ def test_padded_tiny_model_loads_in_llama_cpp(xfs, make_gguf, monkeypatch):
     assert p.copy_method == CLONE_METHOD and p.proof_method == SHARED_PROOF
     assert _tensors_gguf_py(out) == _tensors_gguf_py(src)
     pytest.importorskip("xllamacpp")
-    from gguftpl.llamacpp import LlamaCppSession
+    from gguftpl.verify.session import LlamaCppSession
 
     with LlamaCppSession(out, load_weights=True) as session:
         assert session.props()["chat_template_tool_use"] == HERMES_TOOL_USE.removesuffix("\n")

@@ -15,7 +15,7 @@ from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import write_gguf
 from gguftpl.patching import patch_templates
 from gguftpl.templates.templateset import load_templateset
-from tests.conftest import CHATML, ROOT
+from tests.conftest import CHATML, ROOT, gguf_py_reader
 
 HERMES_TOOL_USE = (
     ROOT / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
@@ -23,17 +23,13 @@ HERMES_TOOL_USE = (
 
 
 def _tensor_bytes_gguf_py(path) -> dict[str, bytes]:
-    """Independent reader: gguf-py maps the file and slices each tensor by its own arithmetic."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
+    """Independent reader: gguf-py parses the file and slices each tensor by its own arithmetic."""
+    reader = gguf_py_reader(path)
     return {t.name: t.data.tobytes() for t in reader.tensors}
 
 
 def _templates_gguf_py(path) -> dict[str, str]:
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_py_reader(path)
     return {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.chat_template")}
 
 

@@ -8,37 +8,7 @@ import pytest
 
 from gguftpl.gguf.reader import LazyArray, ValueType, read_header
 from gguftpl.gguf.writer import Typed, write_gguf
-from tests.conftest import CORPUS_FILES
-
-
-class _NumpyReadingIntoMemory:
-    """numpy as gguf-py's reader module sees it, except that ``memmap`` reads the whole file into a plain
-    array: gguf-py's parser is unchanged and parses the same bytes, without the memmap subclass's
-    bookkeeping on each of the two slices it takes per token (3.5x faster on the big vocabularies)."""
-
-    def __getattr__(self, name: str) -> object:
-        import numpy as np
-
-        value = getattr(np, name)
-        setattr(self, name, value)  # looked up once: gguf-py asks millions of times
-        return value
-
-    @staticmethod
-    def memmap(path: str, mode: str = "r") -> object:
-        import numpy as np
-
-        assert mode == "r"
-        return np.fromfile(path, dtype=np.uint8)
-
-
-def _gguf_py_reader(path: Path) -> object:
-    """gguf-py's GGUFReader of ``path`` (small files: read into memory, see _NumpyReadingIntoMemory)."""
-    from unittest import mock
-
-    import gguf.gguf_reader
-
-    with mock.patch.object(gguf.gguf_reader, "np", _NumpyReadingIntoMemory()):
-        return gguf.gguf_reader.GGUFReader(str(path))
+from tests.conftest import CORPUS_FILES, gguf_py_reader
 
 
 def _gguf_py_fields(path: Path, reader: object = None) -> dict[str, object]:
@@ -65,7 +35,7 @@ def _norm(v: object) -> object:
 def test_corpus_matches_gguf_py(corpus_file, name):
     path = corpus_file(name)
     ours = read_header(path)
-    reader = _gguf_py_reader(path)  # each file read once by gguf-py, into memory
+    reader = gguf_py_reader(path)  # each file read once by gguf-py, into memory
     theirs = _gguf_py_fields(path, reader)
     assert set(ours.kv) == set(theirs)
     for key, value in theirs.items():

@@ -1,7 +1,7 @@
 """Put corrected chat templates into a GGUF: one pipeline for every source of templates.
 
 plan (``gguftpl.patchplan``: the templates and the ``gguftpl.patch.*`` provenance keys) -> audit the input
--> write (``gguf.writer.rewrite``: tensor bytes identical and compared, atomic) -> prove (read the output
+-> write (``gguf.rewrite.rewrite``: tensor bytes identical and proven, atomic) -> prove (read the output
 back: every template and provenance key as planned) -> audit the output -> before/after.
 
 ``patch_templates`` (templates given as text) and ``patch_from_upstream`` (a Hub repo or a catalog entry)
@@ -11,7 +11,6 @@ are one call each from Python; the CLI plans, prints the plan, then calls ``run_
 from __future__ import annotations
 
 import os
-import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
-from gguftpl.gguf.writer import ProgressFn, RewriteProof, rewrite
+from gguftpl.gguf.regioncopy import ProgressFn
+from gguftpl.gguf.rewrite import RewriteProof, rewrite
+from gguftpl.gguf.writer import Permissions
 from gguftpl.patchplan import (
     PROVENANCE_PREFIX,
     REMOVE,
@@ -138,7 +139,6 @@ def run_patch(
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
-    _check_space(plan.path, out_s)
     before = _audit(plan.path) if options.audit else None
     proof = rewrite(
         plan.path,
@@ -147,6 +147,7 @@ def run_patch(
         remove=plan.remove_keys,
         overwrite=options.in_place or options.force,
         progress=progress,
+        permissions=output_permissions(plan.path, in_place=options.in_place),
     )
     readback = _read_back(plan, out_s)
     after = _audit(out_s) if options.audit else None
@@ -207,22 +208,19 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
     return out_s
 
 
+def output_permissions(src: str, *, in_place: bool) -> Permissions:
+    """The output's permissions: ``--in-place`` keeps the input's mode, owner and group (the file is the same
+    model, replaced); a new output (``-o``, with ``--force`` too) gets the input's read/write/execute bits less
+    the umask, so a private model never becomes readable by more people than it was."""
+    st = os.stat(src)
+    return Permissions.kept(st) if in_place else Permissions.like(st)
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b)
-
-
-def _check_space(src: str, out: str) -> None:
-    need = os.path.getsize(src) + (1 << 20)
-    folder = os.path.dirname(os.path.abspath(out))
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        return
-    if free < need:
-        raise PatchError(f"not enough space in {folder}: need {need} bytes, {free} free")
 
 
 # ---------------------------------------------------------------------------------------------- one call each

@@ -78,7 +78,7 @@ def result_text(result: PatchResult) -> str:
     ident = "identical" if p.data_identical else "DIFFERENT"
     lines = [
         f"wrote {result.output}",
-        f"  proof: tensor data {p.data_bytes:,} bytes ({p.copy_method}), compared byte for byte with the source: "
+        f"  proof: tensor data {p.data_bytes:,} bytes ({p.copy_method}), {p.proof_method}: "
         f"{ident}; tensor infos {'identical' if p.tensor_infos_identical else 'DIFFERENT'}",
         f"  proof: templates read back from the output: {'as written' if result.readback_ok else 'MISMATCH'} "
         + ", ".join(f"{n}={s[:12]}" for n, s in result.readback.items()),

@@ -3,7 +3,8 @@
 
 Sections (run all, or name some: `python scripts/bench.py header patch`):
   header  header read: gguftpl's reader vs gguf-py's GGUFReader (SmolLM2 49k vocab; generated 262,144 vocab)
-  patch   patch vs cp vs gguf-new-metadata on a generated >= 2 GiB GGUF: throughput and peak RSS
+  patch   patch vs cp vs gguf-new-metadata on a generated >= 2 GiB GGUF: throughput and peak RSS; then, on a
+          loop-mounted XFS (root), patch vs cp --reflink=never/always on 1 GiB: time and disk space used
   audit   audit of a generated 262k-vocab GGUF and of a directory of 100 GGUFs, vs ggufdoctor
   verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights, and of Qwen2.5-Coder-0.5B with the
           stand-in vs --live (the model answers): time and peak RSS
@@ -30,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))  # xfsloop: the loop-mounted XFS the tests use too
 PY = sys.executable
 BIN = Path(PY).parent
 
@@ -213,8 +215,9 @@ def bench_patch(work: Path, runs: int) -> str:
         return run(["sh", "-c", 'cp "$0" "$1" && sync "$1"', str(big), str(outs["cp"])])
 
     def do_patch() -> tuple[float, int, str]:
+        # the rewrite alone: the before/after audit is measured on its own below
         fresh(outs["patch"])
-        return run([str(BIN / "gguftpl"), "patch", str(big), "-o", str(outs["patch"]), "--template", f"tool_use={tpl}"])
+        return run([*PATCH_CMD, str(big), "-o", str(outs["patch"]), "--template", f"tool_use={tpl}"])
 
     def do_new_metadata() -> tuple[float, int, str]:
         fresh(outs["new_metadata"])
@@ -233,6 +236,17 @@ def bench_patch(work: Path, runs: int) -> str:
             raw[name].append(fns[name]())
     for out in outs.values():
         fresh(out)
+    return (
+        f"### Patch a {size / 2**30:.2f} GiB GGUF (median of {runs} interleaved runs)\n\n"
+        + _patch_rows(size, raw)
+        + "\n\n"
+        + audit_cost_note(big, runs)
+        + "\n\n"
+        + bench_patch_reflink(work, runs)
+    )
+
+
+def _patch_rows(size: int, raw: dict[str, list[tuple[float, int, str]]]) -> str:
     med = {k: statistics.median(r[0] for r in v) for k, v in raw.items()}
     rows = [
         [
@@ -248,7 +262,7 @@ def bench_patch(work: Path, runs: int) -> str:
     for name, label in (
         ("cp", "cp"),
         ("cp_sync", "cp + sync (durable, as patch is)"),
-        ("patch", "gguftpl patch (fsync + byte-compare proof)"),
+        ("patch", "gguftpl patch --no-audit (fsync + byte-compare proof)"),
         ("new_metadata", "gguf-new-metadata (no fsync, no proof)"),
     ):
         times = sorted(r[0] for r in raw[name])
@@ -264,7 +278,121 @@ def bench_patch(work: Path, runs: int) -> str:
                 f"{max(r[1] for r in raw[name])} MiB",
             ]
         )
-    return f"### Patch a {size / 2**30:.2f} GiB GGUF (median of {runs} interleaved runs)\n\n" + table(rows)
+    return table(rows)
+
+
+PATCH_CMD = [str(BIN / "gguftpl"), "patch", "--no-audit"]
+"""A patch audits its input before and its output after (for the before/after); the rows time the rewrite."""
+
+
+def audit_cost_note(big: Path, runs: int) -> str:
+    """What the before/after audit adds to a patch: two audits of the file (the patch rows leave them out),
+    cold (a template never seen, a fresh facts cache) and warm (the same templates again)."""
+    cold, warm = [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="gguftpl-bench-cache-") as cache:
+            env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "GGUFTPL_CACHE_DIR": cache}
+            cmd = [str(BIN / "gguftpl"), "audit", "--exit-zero", str(big)]
+            cold.append(run(cmd, env)[0])
+            warm.append(run(cmd, env)[0])
+    c, w = statistics.median(cold), statistics.median(warm)
+    return (
+        "The patch rows run `patch --no-audit`: they time the rewrite. A plain `patch` also audits the input "
+        f"before and the output after (for the before/after): an audit of this file takes {c:.2f} s cold and "
+        f"{w:.2f} s warm (median of {runs}), so a patch adds about {c + w:.1f}-{2 * c:.1f} s to the rows."
+    )
+
+
+REFLINK_GIB = 1.0
+"""Size of the reflink benchmark's GGUF (--reflink-gib)."""
+
+
+def bench_patch_reflink(work: Path, runs: int) -> str:
+    """Patch (-o and --in-place) vs cp --reflink=never/always on a loop-mounted XFS: time and space used."""
+    from xfsloop import Unavailable, used_bytes, xfs_loop
+
+    try:
+        with xfs_loop(work / "xfs", size=int(REFLINK_GIB * 4 * 2**30)) as mnt:
+            return _reflink_table(mnt, runs, used_bytes)
+    except Unavailable as exc:
+        return f"### Patch on XFS with reflinks\n\nnot measured: {exc}"
+
+
+def _reflink_table(mnt: Path, runs: int, used_bytes: Callable[[Path], int]) -> str:
+    big = make_big_file(mnt / "big.gguf", REFLINK_GIB)
+    tpl = ROOT / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
+    out, victim = mnt / "out.gguf", mnt / "inplace.gguf"
+    fns: dict[str, Callable[[], tuple[float, int, str]]] = {
+        "cp_never": lambda: run(["cp", "--reflink=never", str(big), str(out)]),
+        "cp_never_sync": lambda: run(["sh", "-c", 'cp --reflink=never "$0" "$1" && sync "$1"', str(big), str(out)]),
+        "cp_always": lambda: run(["cp", "--reflink=always", str(big), str(out)]),
+        "patch": lambda: run([*PATCH_CMD, str(big), "-o", str(out), "--template", f"tool_use={tpl}"]),
+        "in_place": lambda: run([*PATCH_CMD, str(victim), "--in-place", "--template", f"tool_use={tpl}"]),
+        "rewrite": lambda: run([PY, "-c", REWRITE_IN_PROCESS, str(big), str(out), str(tpl)]),
+        "startup": lambda: run([PY, "-c", "import gguftpl.cli"]),
+    }
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    space: dict[str, list[int]] = {k: [] for k in fns}
+    for i in range(runs):
+        names = list(fns)
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            for f in (out, victim):
+                f.unlink(missing_ok=True)
+            if name == "in_place":  # the model to patch in place: a clone of the big one (not timed)
+                run(["cp", "--reflink=always", str(big), str(victim)])
+            before = used_bytes(mnt)
+            t, _rss, printed = fns[name]()
+            times[name].append(float(printed) if name == "rewrite" else t)
+            space[name].append(used_bytes(mnt) - before)
+    for f in (out, victim):
+        f.unlink(missing_ok=True)
+    return _reflink_rows(big.stat().st_size, runs, times, space)
+
+
+REWRITE_IN_PROCESS = (
+    "import sys,time;from pathlib import Path;from gguftpl.gguf.rewrite import rewrite;"
+    "kv={'tokenizer.chat_template.tool_use':Path(sys.argv[3]).read_text()};"
+    "t=time.perf_counter();rewrite(sys.argv[1],sys.argv[2],set_kv=kv);print(time.perf_counter()-t)"
+)
+"""The same rewrite as the patch rows, timed inside the process: what it costs past the interpreter."""
+
+
+def _reflink_rows(size: int, runs: int, times: dict[str, list[float]], space: dict[str, list[int]]) -> str:
+    med = {k: statistics.median(v) for k, v in times.items()}
+    rows = [
+        [
+            "tool",
+            "time (median)",
+            "fastest-slowest",
+            "cp --reflink=never / this (target patch >= 5x)",
+            "cp --reflink=never + sync / this",
+            "disk space added (target patch < 64 MiB)",
+        ]
+    ]
+    for name, label in (
+        ("cp_never", "cp --reflink=never"),
+        ("cp_never_sync", "cp --reflink=never + sync (durable, as patch is)"),
+        ("cp_always", "cp --reflink=always (shares, no header change)"),
+        ("patch", "gguftpl patch --no-audit -o (clone + FIEMAP proof, fsync)"),
+        ("in_place", "gguftpl patch --no-audit --in-place"),
+        ("rewrite", "of which the rewrite (gguf.rewrite.rewrite, timed in process)"),
+        ("startup", "of which start-up (python -c 'import gguftpl.cli')"),
+    ):
+        ts = sorted(times[name])
+        rows.append(
+            [
+                label,
+                f"{med[name]:.3f} s",
+                f"{ts[0]:.3f}-{ts[-1]:.3f} s",
+                f"{med['cp_never'] / med[name]:.1f}x",
+                f"{med['cp_never_sync'] / med[name]:.1f}x",
+                f"{statistics.median(space[name]) / 2**20:.2f} MiB",
+            ]
+        )
+    return (
+        f"### Patch a {size / 2**30:.2f} GiB GGUF on XFS with reflinks (loop-mounted; median of {runs} interleaved "
+        "runs, space as the filesystem counts it after sync)\n\n" + table(rows)
+    )
 
 
 def make_quant_dir(folder: Path, n: int = 100) -> Path:
@@ -444,15 +572,17 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    global PATCH_GIB
+    global PATCH_GIB, REFLINK_GIB
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)} (default: all)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=None, help="folder for generated files (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the tables here")
     ap.add_argument("--patch-gib", type=float, default=PATCH_GIB, help="size of the patch benchmark's GGUF (>= 2)")
+    ap.add_argument("--reflink-gib", type=float, default=REFLINK_GIB, help="size of the reflink benchmark's GGUF")
     args = ap.parse_args(argv)
     PATCH_GIB = args.patch_gib
+    REFLINK_GIB = args.reflink_gib
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
         ap.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")

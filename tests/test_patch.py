@@ -15,7 +15,7 @@ from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import write_gguf
 from gguftpl.patching import patch_templates
 from gguftpl.templates.templateset import load_templateset
-from tests.conftest import CHATML, ROOT
+from tests.conftest import CHATML, ROOT, gguf_py_reader
 
 HERMES_TOOL_USE = (
     ROOT / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
@@ -23,17 +23,13 @@ HERMES_TOOL_USE = (
 
 
 def _tensor_bytes_gguf_py(path) -> dict[str, bytes]:
-    """Independent reader: gguf-py maps the file and slices each tensor by its own arithmetic."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
+    """Independent reader: gguf-py parses the file and slices each tensor by its own arithmetic."""
+    reader = gguf_py_reader(path)
     return {t.name: t.data.tobytes() for t in reader.tensors}
 
 
 def _templates_gguf_py(path) -> dict[str, str]:
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_py_reader(path)
     return {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.chat_template")}
 
 
@@ -155,7 +151,7 @@ def test_sigkill_mid_copy_leaves_input_intact_and_no_output(tmp_path):
     child = textwrap.dedent(
         f"""
         import sys, time
-        import gguftpl.gguf.writer as w
+        import gguftpl.gguf.regioncopy as w
         w.COPY_CHUNK = 1 << 20
         from gguftpl.patching import patch_templates
         def progress(done, total):
@@ -193,7 +189,7 @@ def _random_tensor_gguf(path, n_bytes: int, seed: int = 7) -> None:
 
 @pytest.mark.parametrize("method", ["copy_file_range", "pread/pwrite"])
 def test_parallel_copy_across_many_uneven_blocks(tmp_path, monkeypatch, method):
-    import gguftpl.gguf.writer as w
+    import gguftpl.gguf.regioncopy as w
 
     src = tmp_path / "m.gguf"
     _random_tensor_gguf(src, 3 * 1024 * 1024 + 12345)
@@ -215,7 +211,7 @@ def test_parallel_copy_across_many_uneven_blocks(tmp_path, monkeypatch, method):
 def test_a_bad_copy_is_caught_and_nothing_is_left(tmp_path, monkeypatch):
     """Fault injection: the kernel copy of one block comes from one byte further on. The proof must fail
     and no output may appear."""
-    import gguftpl.gguf.writer as w
+    import gguftpl.gguf.regioncopy as w
 
     src = tmp_path / "m.gguf"
     _random_tensor_gguf(src, 1024 * 1024)
@@ -254,7 +250,7 @@ def test_write_failure_is_one_line_exit_2_and_leaves_nothing(tmp_path, reserve):
         import resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills us instead of failing the write
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY))
-        import gguftpl.gguf.writer as writer
+        import gguftpl.gguf.regioncopy as writer
         if not {reserve!r}:
             writer._reserve = lambda fd, size: None  # a filesystem without fallocate
         from gguftpl.cli import main

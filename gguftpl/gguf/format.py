@@ -113,3 +113,9 @@ FILE_TYPES = {
     37: "MOSTLY_TQ2_0",
     38: "MOSTLY_MXFP4_MOE",
 }
+
+
+PADDING_KEY = "gguftpl.padding"
+"""A string (a sentence, then spaces) a reflink patch writes so the data section lands where the source's
+blocks can be shared (``gguf.rewrite``). The data offset is always align(end of tensor infos), so padding can
+only go inside the header, as a key. It is no provenance: ``inspect`` does not show it."""

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gguftpl.gguf.format import PADDING_KEY
 from gguftpl.gguf.reader import GGUFHeader, LazyArray, ValueType
 
 DEFAULT_KEY = "tokenizer.chat_template"
@@ -211,7 +212,7 @@ def load_templateset(header: GGUFHeader) -> TemplateSet:
         special_tokens={},
         add_bos=_bool_or_none(header.get("tokenizer.ggml.add_bos_token")),
         add_eos=_bool_or_none(header.get("tokenizer.ggml.add_eos_token")),
-        provenance={k: header.get(k) for k in header.kv if k.startswith(PROVENANCE_PREFIXES)},
+        provenance={k: header.get(k) for k in header.kv if k.startswith(PROVENANCE_PREFIXES) and k != PADDING_KEY},
         architecture=arch,
         context_length=int(ctx) if isinstance(ctx, int) else None,
         tokenizer_model=tmodel if isinstance(tmodel, str) else None,

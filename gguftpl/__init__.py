@@ -20,9 +20,9 @@ from gguftpl.errors import (
     ToolSourceError,
     UsageError,
 )
-from gguftpl.gguf.reader import GGUFHeader, read_header
 
-# name -> module, imported on first use
+# name -> module, imported on first use (the `gguftpl` command imports this package before it can install its
+# signal handlers: nothing here may take time)
 _LAZY = {
     "Finding": "gguftpl.findings",
     "Severity": "gguftpl.findings",
@@ -34,6 +34,8 @@ _LAZY = {
     "AuditOptions": "gguftpl.audit",
     "AnalysisCache": "gguftpl.auditcache",
     "audit_file": "gguftpl.audit",
+    "GGUFHeader": "gguftpl.gguf.reader",
+    "read_header": "gguftpl.gguf.reader",
     "load_templateset": "gguftpl.templates.templateset",
     "TemplateSet": "gguftpl.templates.templateset",
     "analyze_templateset": "gguftpl.templates.analysis",
@@ -85,6 +87,5 @@ __all__ = [
     "TemplateError",
     "ToolSourceError",
     "UsageError",
-    "read_header",
     *_LAZY,
 ]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +66,8 @@ class FileAudit:
     """What the reader did that the user should know (a later shard read through shard 1, …)."""
     runtimes: RuntimeView | None = None
     """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
+    repo_level: bool = False
+    """Not a file: the entry that carries a repo's or folder's own findings (``--repo``, ``--repo-check``)."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -90,6 +91,15 @@ class AuditRun:
     @property
     def findings(self) -> list[Finding]:
         return [f for fa in self.files for f in fa.findings]
+
+    @property
+    def file_count(self) -> int:
+        """Files audited (a repo's own entry is not a file)."""
+        return sum(1 for fa in self.files if not fa.repo_level)
+
+    @property
+    def files_with_findings(self) -> int:
+        return sum(1 for fa in self.files if fa.findings and not fa.repo_level)
 
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in Severity}
@@ -206,8 +216,6 @@ def audit_header(
 
     With ``options.strict`` an unexpected exception from the analysis raises instead of being GT002.
     """
-    from gguftpl.rules.container import AUDIT_FAILED
-
     start = time.perf_counter()
     options = options or AuditOptions()
     keep = options.keep
@@ -235,15 +243,13 @@ def audit_header(
         if options.strict and not isinstance(exc, GGUFTplError):
             raise
         audit.error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, GGUFTplError) else str(exc)
-        failed = make_finding(
-            AUDIT_FAILED,
-            f"could not finish checking the chat templates: {audit.error}",
-            Location(file=label),
-            fix=f"gguftpl --debug audit {shlex.quote(label)}",
-        )
         # the header's own checks (key types, truncation) still hold when the templates could not be read
         header_checks = run_checks(FileContext(file=label, header=header), keep)
-        audit.findings = [f for f in [failed, *header_checks] if keep(f.code)]
+        from gguftpl.rules.container import audit_stopped
+
+        stopped = audit_stopped(exc, audit.error, label, header)
+        also = [f for f in header_checks if (f.code, f.location.key) != (stopped.code, stopped.location.key)]
+        audit.findings = [f for f in [stopped, *also] if keep(f.code)]
     audit.seconds = time.perf_counter() - start
     return audit
 
@@ -343,8 +349,8 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """Files as given, directories expanded to every ``*.gguf`` below them (sorted); duplicates dropped,
     and so are further shards of a split GGUF already listed (shard 1, first when sorted, covers them).
 
-    A path that does not exist is a usage error: it is almost always a typo, and silently auditing
-    nothing would pass."""
+    A path that does not exist, and a directory without a single GGUF, are usage errors: almost always a
+    typo or the wrong folder, and silently auditing nothing would pass a CI job."""
     from gguftpl.gguf.shards import shard_info
 
     out: list[str] = []
@@ -365,6 +371,8 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
             for root, dirs, files in os.walk(p, onerror=_raise):  # an unlistable folder is an I/O error
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in files if f.lower().endswith(GGUF_SUFFIX))
+            if not found:
+                raise UsageError(f"no GGUF files (*{GGUF_SUFFIX}) in {p}")
             for f in sorted(found):
                 add(f)
         elif os.path.exists(p):

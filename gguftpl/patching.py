@@ -183,8 +183,9 @@ def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:
 
 def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bool = False, force: bool = False) -> str:
     """The output path, after refusing every unsafe combination (checked before any work is done)."""
-    if not os.path.isfile(src):
-        raise PatchError(f"no such file: {src}")
+    from gguftpl.safeio import check_regular, kind_of
+
+    check_regular(src, what="GGUF file", error=PatchError)  # a FIFO or /dev/zero is named as what it is
     if in_place:
         if out is not None and not _same_file(src, os.fspath(out)):
             raise PatchError("--in-place writes over the input; do not also give -o")
@@ -202,9 +203,10 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
             if not force:
                 raise PatchError(f"{out_s} exists; use --force to overwrite it")
             out_s = os.path.realpath(out_s)
-    if os.path.exists(out_s) and not os.path.isfile(out_s):
+    kind = kind_of(out_s)
+    if kind is not None:
         # renaming over a device node, FIFO or folder would destroy it, not write into it
-        raise PatchError(f"{out_s} exists and is not a regular file; refusing to replace it")
+        raise PatchError(f"{out_s} exists and is {kind}, not a regular file; refusing to replace it")
     return out_s
 
 

@@ -112,23 +112,15 @@ def validate_name(name: str) -> str:
 
 
 def check_template_syntax(name: str, text: str) -> None:
-    """Refuse to write a template that jinja2 cannot even parse (line number in the message)."""
-    import jinja2
-    from jinja2.ext import Extension, loopcontrols
+    """Refuse to write a template that jinja2 cannot even parse (line number in the message). Parsed with the
+    analysis's own parser, which runs no template code and says so when the nesting is too deep to parse."""
+    from jinja2 import TemplateSyntaxError
 
-    class _Generation(Extension):
-        # transformers' {% generation %} block tag: parse it, render its body
-        tags = {"generation"}
+    from gguftpl.templates.static import parse_template
 
-        def parse(self, parser: Any) -> Any:
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.Scope(body, lineno=lineno)
-
-    env = jinja2.Environment(extensions=[loopcontrols, _Generation])
     try:
-        env.parse(text)
-    except jinja2.TemplateSyntaxError as exc:
+        parse_template(text)
+    except TemplateSyntaxError as exc:
         raise TemplateError(f"template {name!r} does not parse: {exc.message} (line {exc.lineno})") from None
 
 

@@ -34,6 +34,30 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError) -> None:
+    """Raise ``error`` (one line that says what ``path`` is: a FIFO, a character device, a directory) unless
+    it is an existing regular file. Opens nothing."""
+    name = os.fspath(path)
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:
+        raise error(f"{what} not found: {name}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise error(f"{what} {name} is {_kind(mode)}, not a regular file")
+
+
+def kind_of(path: str | os.PathLike[str]) -> str | None:
+    """What an existing path that is not a regular file is ("a FIFO (named pipe)", "a directory", ...); None
+    for a regular file or a path that does not exist."""
+    try:
+        mode = os.stat(os.fspath(path)).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
 def open_regular(
     path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError
 ) -> IO[bytes]:

@@ -462,6 +462,7 @@ def _child_main() -> None:
     """The child: ``argv[1]`` is its configuration (ops, setup, headroom); frames on stdin, answers on a copy
     of the original stdout. Ends when stdin closes (the parent finished or died)."""
     config = json.loads(sys.argv[1])
+    _die_with_parent()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -490,6 +491,25 @@ def _child_main() -> None:
             _write(out, answer)
             if answer.get("exit"):
                 return
+
+
+PARENT_POLL = 0.25
+"""Seconds between a worker's looks at whether its parent still lives."""
+
+
+def _die_with_parent() -> None:
+    """End this child when its parent dies. A parent killed outright (SIGKILL, the OOM killer) runs no
+    cleanup: an idle child ends at the EOF on its stdin, but one busy rendering a template that loops for
+    ever would run on for hours. A thread notices the new parent (init or a subreaper) and exits; it gets the
+    GIL within milliseconds of a Python-level loop, and C code that holds the GIL is bounded by the memory cap."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gguftpl-parent-watch", daemon=True).start()
 
 
 def _write(out: Any, answer: dict[str, Any]) -> None:

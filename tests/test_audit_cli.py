@@ -123,10 +123,11 @@ def test_no_color_env_beats_a_terminal(junk: Path) -> None:
     assert b"\x1b[" not in run_in_pty({**base, "NO_COLOR": "1"})
 
 
-def test_empty_directory_warns(tmp_path: Path) -> None:
+def test_empty_directory_is_an_error(tmp_path: Path) -> None:
+    """Issue 14: a folder without a GGUF passed CI (a warning, exit 0): it is a usage error, one line, exit 2."""
     code, out, err = audit(tmp_path)
-    assert code == 0
-    assert "no GGUF files found" in err
+    assert code == 2 and out == ""
+    assert err.strip() == f"gguftpl: error: no GGUF files (*.gguf) in {tmp_path}"
 
 
 def test_pre_commit_hook_runs_the_installed_command(tmp_path: Path, make_gguf: MakeGGUF, junk: Path) -> None:

@@ -49,3 +49,11 @@ def surrogate(item: Any) -> str:
 
 def broken_setup() -> None:
     raise RuntimeError("cannot import the engine")
+
+
+def spin(item: dict[str, Any]) -> None:
+    """Say it started (its pid in ``item["pidfile"]``), then loop for ever: a render that never ends."""
+    with open(item["pidfile"], "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        pass

@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import threading
 from typing import Any, NoReturn
 
 import click
 
-from gguftpl import __version__
+from gguftpl import __version__, interrupts
 from gguftpl.errors import GGUFTplError
 
 # command name -> module under gguftpl.cli
@@ -69,12 +68,10 @@ class LazyGroup(click.Group):
                 raise
             click.echo(f"gguftpl: error: {one_line(str(exc))}", err=True)
             ctx.exit(EXIT_ERROR)
-        except Terminated:
-            click.echo("gguftpl: terminated", err=True)
-            ctx.exit(143)
-        except KeyboardInterrupt:
-            click.echo("gguftpl: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (interrupts.Terminated)
+            ctx.exit(interrupts.report(exc))
+        except BrokenPipeError:
+            raise  # `gguftpl ... | head`: click quiets stdout and exits 1, no error line for a closed reader
         except OSError as exc:
             # full disk, permissions, vanished files: the library cleaned up, say what happened
             if ctx.obj and ctx.obj.get("debug"):
@@ -133,22 +130,22 @@ def main_group(ctx: click.Context, debug: bool) -> None:
                 pass
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (`timeout`, a CI job cancelled), raised like a Ctrl-C so every `with` and `finally` runs: killed
-    outright, verify left its stand-in model behind in the temp folder."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
-def main(argv: list[str] | None = None) -> None:
-    import signal
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
-    # click's own usage errors exit 2 already, matching our convention
-    main_group.main(args=argv, prog_name="gguftpl", standalone_mode=True)
+def main(argv: list[str] | None = None) -> NoReturn:
+    # the `gguftpl` command installed these before importing click (gguftpl.__main__); a caller of main()
+    # gets them here
+    interrupts.install()
+    try:
+        # not click's standalone mode: it turns a Ctrl-C that lands while it parses into "Aborted!", exit 1
+        rv = main_group.main(args=argv, prog_name="gguftpl", standalone_mode=False)
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            sys.exit(interrupts.report(exc.__cause__))
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:  # click's usage errors exit 2, matching our convention
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -146,7 +146,7 @@ def command(
     Exit status:
       0  no finding at or above --fail-on
       1  findings at or above --fail-on
-      2  usage or I/O error (missing path, unknown rule, unwritable output)
+      2  usage or I/O error (missing path, a folder without GGUFs, unknown rule, unwritable output)
     """
     from gguftpl.audit import AuditOptions, audit_paths
     from gguftpl.auditcache import AnalysisCache
@@ -166,8 +166,6 @@ def command(
         report = formatter.format(run, result.context())
     else:
         run = audit_paths(list(paths), options, cache=cache)
-        if not run.files:
-            click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
         report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
@@ -204,7 +202,4 @@ def _audit_targets(
         )
     finally:
         progress.done()
-    for ra in result.repos:
-        if not ra.entries:
-            click.echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
     return result

@@ -181,7 +181,7 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
 
 
 def _text(result: Any, view: Any = None) -> str:
-    from gguftpl.verify.result import CORE_STAGES
+    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
 
     if result.load_weights:
         how = "real weights"
@@ -204,7 +204,9 @@ def _text(result: Any, view: Any = None) -> str:
     failed = [s.name for s in result.stages if not s.ok]
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     dropping = [r.name for r in view.dropping()] if view is not None else []
-    if failed or dropping:
+    if failed and result.template == INCOMPLETE:
+        lines.append("repair: download the file again and compare its size (and sha256) with the one the repo lists")
+    elif failed or dropping:
         lines.append(_repair_hint(result, view, llamacpp_failed=bool(failed)))
     return "\n".join(lines)
 

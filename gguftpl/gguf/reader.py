@@ -174,6 +174,10 @@ class GGUFHeader:
     def keys(self) -> Iterator[str]:
         return iter(self.kv)
 
+    def key_at(self, offset: int) -> str | None:
+        """The key whose key/value bytes hold ``offset`` (where a decoding error was met)."""
+        return next((k for k, kv in self.kv.items() if kv.offset <= offset < kv.end), None)
+
     @property
     def data_end(self) -> int | None:
         """Where the tensor data should end, from the tensor infos (None if a type is unknown)."""

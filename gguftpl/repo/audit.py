@@ -228,6 +228,8 @@ def audit_local_dir(
             if f.lower().endswith(GGUF_SUFFIX):
                 full = os.path.join(root, f)
                 names.append((os.path.relpath(full, folder).replace(os.sep, "/"), _size_or_none(full)))
+    if not names:  # an empty target must not pass
+        raise UsageError(f"no GGUF files (*{GGUF_SUFFIX}) in {folder}")
 
     def fetch(e: QuantEntry) -> tuple[Any, dict[str, Any] | None]:
         return read_header(e.label), None
@@ -358,7 +360,7 @@ def _finish(target: str, kind: str, entries: list[QuantEntry], s: _Settings, sta
             if extra:
                 e.audit.findings = list(e.audit.findings) + extra
             run.files.append(e.audit)
-    run.files.append(FileAudit(path=target, findings=per_file.get(target, [])))
+    run.files.append(FileAudit(path=target, findings=per_file.get(target, []), repo_level=True))
     run.analyses = analyses
     run.rules = _rules_for(run.findings)
     run.seconds = time.perf_counter() - start
@@ -495,6 +497,8 @@ def audit_targets(
             result.run.files.extend(sub.files)
     for spec in repos:
         ra = audit_hub_repo(spec, endpoint=endpoint, jobs=jobs, options=options, upstream=upstream, progress=progress)
+        if not ra.entries:
+            raise UsageError(f"no GGUF files in {ra.target}")  # an empty target must not pass
         _add_repo(result, ra)
     result.run.analyses = sum(r.run.analyses for r in result.repos) + cache.misses
     result.run.rules = _rules_for(result.run.findings)

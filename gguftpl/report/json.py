@@ -56,8 +56,8 @@ def run_dict(run: AuditRun, context: ReportContext | None = None) -> dict[str, A
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "gguftpl", "version": tool_version()},
         "summary": {
-            "files": len(run.files),
-            "files_with_findings": sum(1 for fa in run.files if fa.findings),
+            "files": run.file_count,
+            "files_with_findings": run.files_with_findings,
             "findings": sum(counts.values()),
             "by_severity": counts,
             "analyses": run.analyses,

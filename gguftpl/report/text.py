@@ -133,11 +133,11 @@ class TextFormatter:
     def _summary(self, run: AuditRun) -> str:
         counts = run.counts()
         n = sum(counts.values())
-        flagged = sum(1 for fa in run.files if fa.findings)
+        flagged = run.files_with_findings
         detail = ", ".join(
             _plural(counts[s.value], s.value) if s is not Severity.INFO else f"{counts[s.value]} info" for s in Severity
         )
-        line = f"{_plural(n, 'finding')} ({detail}) in {_plural(len(run.files), 'file')} ({flagged} with findings)"
+        line = f"{_plural(n, 'finding')} ({detail}) in {_plural(run.file_count, 'file')} ({flagged} with findings)"
         return self._s(line, bold=True) if n else self._s(line, fg="green")
 
 

@@ -34,6 +34,39 @@ AUDIT_FAILED = register(
     )
 )
 
+
+@check(UNREADABLE_GGUF, "file")
+def invalid_utf8_tokens(ctx: FileContext) -> Iterator[Finding]:
+    """GT001 for a token array that holds invalid UTF-8. The reader skips the vocabulary and decodes one token
+    when asked, so reading the header never meets the bad byte; gguf-py and transformers refuse the file."""
+    at = ctx.vocab.invalid_utf8 if ctx.vocab is not None else None
+    if at is not None:
+        yield ctx.finding(
+            UNREADABLE_GGUF,
+            f"array string is not valid UTF-8 at byte {at}: the token array cannot be decoded",
+            key="tokenizer.ggml.tokens",
+            evidence=f"in the value of tokenizer.ggml.tokens (byte {at:,})",
+        )
+
+
+def audit_stopped(exc: Exception, error: str, label: str, header: Any) -> Finding:
+    """The finding for a file whose audit stopped after its header was read: GT001 when bytes decoded on
+    demand (a vocabulary) are no readable GGUF either, with where; else GT002, gguftpl could not finish."""
+    import shlex
+
+    from gguftpl.errors import GGUFFormatError
+    from gguftpl.findings import Location, make_finding
+
+    if isinstance(exc, GGUFFormatError):
+        key = header.key_at(exc.offset) if exc.offset is not None and hasattr(header, "key_at") else None
+        where = f"in the value of {key} (byte {exc.offset:,})" if key else error
+        return make_finding(UNREADABLE_GGUF, error, Location(file=label, key=key), evidence=where)
+    fix = f"gguftpl --debug audit {shlex.quote(label)}"
+    return make_finding(
+        AUDIT_FAILED, f"could not finish checking the chat templates: {error}", Location(label), fix=fix
+    )
+
+
 METADATA_WRONG_TYPE = register(
     Rule(
         "GT003",

@@ -10,6 +10,7 @@ from gguftpl.findings import Finding, Location, Rule, Severity, check, make_find
 from gguftpl.rules.context import FileContext
 from gguftpl.verify.choice import FALLBACK
 from gguftpl.verify.result import (
+    NOT_RUN,
     REJECTED,
     RENDER_BOMB,
     STAGE_AGREEMENT,
@@ -203,7 +204,7 @@ def _stage_finding(rule: Rule, facts: VerifyFacts, stage: str) -> Iterator[Findi
     if st is None:
         return
     name = facts.result.template
-    tname = name if name not in (None, FALLBACK, REJECTED, RENDER_BOMB) else None
+    tname = name if name not in (None, FALLBACK, *NOT_RUN) else None
     fix = (
         f"gguftpl patch {shlex.quote(facts.label)} --from-hub {facts.upstream_repo or 'REPO'} -o FIXED.gguf"
         " && gguftpl verify FIXED.gguf"
@@ -233,7 +234,7 @@ def render_bomb(facts: VerifyFacts) -> Iterator[Finding]:
 
 @check(LLAMACPP_CHATML_FALLBACK, "llamacpp")
 def chatml_fallback(facts: VerifyFacts) -> Iterator[Finding]:
-    if facts.result.template not in (REJECTED, RENDER_BOMB):
+    if facts.result.template not in NOT_RUN:  # an incomplete file is GT004's, from the audit itself
         yield from _stage_finding(LLAMACPP_CHATML_FALLBACK, facts, STAGE_SELECTION)
 
 

@@ -13,6 +13,9 @@ from gguftpl.rules.template import render_failures, sandbox_refusal
 if TYPE_CHECKING:
     from gguftpl.templates.facts import TemplateFacts
 
+_BOMB_SHAPES = ("range", "recursion")
+"""Static issues that are render bombs (GT404, GT405), not sandbox escapes."""
+
 SANDBOX_ESCAPE = register(
     Rule(
         "GT401",
@@ -31,7 +34,7 @@ SANDBOX_ESCAPE = register(
 @check(SANDBOX_ESCAPE, "template")
 def sandbox_escape(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     for i in t.static.sandbox if t.static is not None else ():
-        if i.kind != "range":
+        if i.kind not in _BOMB_SHAPES:
             yield ctx.finding(
                 SANDBOX_ESCAPE,
                 f"sandbox-escape construct: {i.detail}",
@@ -115,9 +118,12 @@ RENDER_RESOURCE_LIMIT = register(
         "GT404",
         "render-resource-limit",
         Severity.ERROR,
-        "Rendering the template exceeded the time, output-size or memory bound and was stopped.",
-        why="A runtime rendering it hangs or runs out of memory: a denial of service on every request.",
-        example="`{% for i in range(100000) %}{% for j in range(100000) %}…`.",
+        "Rendering the template exceeded the time, output-size, memory or recursion bound and was stopped, or a "
+        "macro calls itself on every path (rendering it never ends).",
+        why="A runtime rendering it hangs or runs out of memory: a denial of service on every request. Unbounded "
+        "recursion crashes llama.cpp, which has no recursion limit (SIGSEGV: llama-server dies at startup).",
+        example="`{% for i in range(100000) %}{% for j in range(100000) %}…`, or "
+        "`{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}`.",
         fix="Do not use this file; replace the template with the upstream one.",
     )
 )
@@ -143,6 +149,20 @@ def render_resource_limit(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
             fix=ctx.hub_fix(t.name),
             kind=t.overrun.kind,
         )
+    if t.overrun is None or t.overrun.kind != "recursion":
+        # a recursion the probes never reached (a macro called only on a trigger) is still one; once the
+        # render has shown it, that finding says it
+        for i in t.static.sandbox if t.static is not None else ():
+            if i.kind == "recursion":
+                yield ctx.finding(
+                    RENDER_RESOURCE_LIMIT,
+                    f"unbounded recursion: {i.detail}",
+                    t,
+                    line=i.line,
+                    evidence=i.evidence,
+                    fix=ctx.hub_fix(t.name),
+                    kind="recursion",
+                )
 
 
 @check(RENDER_RESOURCE_LIMIT, "file")

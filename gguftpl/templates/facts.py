@@ -34,7 +34,7 @@ class RenderFailure:
     probe: str
     """The probe conversation: ``plain``, ``tools``, ``system message``, ``tool round trip`` …"""
     kind: str
-    """``syntax``, ``render``, ``security``, ``timeout``, ``too_large``, ``memory`` or ``worker``."""
+    """``syntax``, ``render``, ``security``, ``worker`` or an overrun (``hfrender.OVERRUN_KINDS``)."""
     message: str
     line: int | None = None
     """1-based template line, when the engine says."""
@@ -44,8 +44,11 @@ class RenderFailure:
 
     @property
     def overran(self) -> bool:
-        """The render was stopped by a bound (time, output size, memory), not by the template's own error."""
-        return self.kind in ("timeout", "too_large", "memory")
+        """The render was stopped by a bound (time, output size, memory, recursion depth), not by the template's
+        own error."""
+        from gguftpl.templates.hfrender import OVERRUN_KINDS
+
+        return self.kind in OVERRUN_KINDS
 
     def __str__(self) -> str:
         return self.message
@@ -305,6 +308,8 @@ class VocabFacts:
     """Looked-up text -> the first token id with exactly that text (None: not a token)."""
     types: dict[int, int | None] = field(default_factory=dict)
     """Token id -> its ``tokenizer.ggml.token_type`` (None when the file has no types)."""
+    invalid_utf8: int | None = None
+    """File offset of the first byte that leaves a token invalid UTF-8 (GT001), None when all are valid."""
 
     def token_id(self, text: str) -> int | None:
         return self.ids.get(text)
@@ -320,7 +325,7 @@ def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...]) -> VocabFacts:
     texts = {m for t in templates for m in t.markers} | {t.end_of_turn for t in templates if t.end_of_turn}
     ids = {text: tset.token_id(text) for text in sorted(texts)}
     types = {tid: tset.token_type(tid) for tid in ids.values() if tid is not None}
-    return VocabFacts(True, ids, types)
+    return VocabFacts(True, ids, types, tset.invalid_token_utf8())
 
 
 def _decode(tp: Any, value: Any) -> Any:

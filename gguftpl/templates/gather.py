@@ -85,7 +85,7 @@ class _Renderer:
             self.lenient_used = True
             return out
         except TemplateRenderError as e:
-            if e.kind in ("timeout", "too_large", "memory"):
+            if e.overran:
                 self.overrun = _failure(label, e, self.text)
             return None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from typing import Any
 
 from gguftpl import worker
@@ -32,9 +33,15 @@ _MEMORY_HEADROOM = 1536 << 20
 """Bytes of address space the worker may grow by after its imports."""
 
 
+OVERRUN_KINDS = ("timeout", "too_large", "memory", "recursion")
+"""Failure kinds that mean a bound stopped the render (time, output size, memory, recursion depth), not the
+template's own error: a render bomb."""
+
+
 class TemplateRenderError(TemplateError):
     """A template failed to parse or render. ``kind`` is one of ``syntax``, ``render``, ``security``,
-    ``timeout``, ``too_large``, ``memory``, ``worker``; ``line`` is the 1-based template line when known."""
+    ``worker``, or an overrun (:data:`OVERRUN_KINDS`; ``recursion``: a render that recursed without end);
+    ``line`` is the 1-based template line when known."""
 
     def __init__(
         self,
@@ -51,6 +58,10 @@ class TemplateRenderError(TemplateError):
         self.detail = detail
         where = f" (template line {line})" if line is not None else ""
         super().__init__(f"{message}{where}")
+
+    @property
+    def overran(self) -> bool:
+        return self.kind in OVERRUN_KINDS
 
 
 @functools.lru_cache(maxsize=1)
@@ -207,6 +218,8 @@ def _compile(text: str, lenient: bool) -> Any:
         failed = _failure("syntax", e, e.message or str(e), e.lineno)
     except MemoryError as e:
         failed = _failure("memory", e, "out of memory compiling")
+    except (RecursionError, SyntaxError) as e:
+        failed = _compile_nesting(text, e)
     except Exception as e:  # a hostile template can raise anything while compiling (constant folding)
         failed = _failure("render", e, str(e), _template_line(e))
     if len(_COMPILE_FAILURES) >= _MAX_COMPILE_FAILURES:
@@ -238,6 +251,21 @@ def _render(compiled: Any, req: dict[str, Any], limit: int) -> dict[str, Any]:
         return _failure("memory", e, "out of memory while rendering")
     except SecurityError as e:
         return _failure("security", e, str(e), _template_line(e))
-    except Exception as e:  # the template's own error (RecursionError included): a verdict, not a crash
+    except RecursionError as e:  # a macro calling itself without end: llama.cpp has no limit and overflows its stack
+        limit_calls = sys.getrecursionlimit()
+        why = f"rendering recursed deeper than {limit_calls} calls (a macro calling itself without end)"
+        return _failure("recursion", e, why, _template_line(e))
+    except Exception as e:  # the template's own error: a verdict, not a crash
         return _failure("render", e, str(e), _template_line(e))
     return {"ok": True, "text": "".join(parts)}
+
+
+def _compile_nesting(text: str, e: BaseException) -> dict[str, Any]:
+    """A compile failure: nesting too deep for jinja2's compiler or for Python's (a syntax error, as the
+    parse check says), or any other SyntaxError the generated code raised."""
+    from gguftpl.templates.static import is_nesting_failure, nesting_error
+
+    if is_nesting_failure(e):
+        err = nesting_error(text)
+        return _failure("syntax", e, err.message.replace("to parse", "to compile"), err.lineno)
+    return _failure("render", e, str(e))

@@ -6,10 +6,12 @@ None of these need rendering; they read the jinja2 AST and the raw text. Renderi
 
 from __future__ import annotations
 
+import operator
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from gguftpl import limits
 from gguftpl.templates.static import _walk, data_flow
 
 # Globals that jinja2 provides and that SSTI payloads use as a path to Python internals. Chat templates
@@ -26,7 +28,7 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\
 @dataclass
 class Issue:
     kind: str
-    """``dunder``, ``gadget``, ``range``, ``trigger``, ``invisible``, ``bidi``."""
+    """``dunder``, ``gadget``, ``range``, ``recursion``, ``trigger``, ``invisible``, ``bidi``."""
     line: int | None
     column: int | None
     evidence: str
@@ -40,10 +42,12 @@ def _line(lines: list[str], lineno: int | None) -> str:
 
 
 def sandbox_issues(ast: Any, text: str) -> list[Issue]:
+    """Sandbox-escape shapes (``dunder``, ``gadget``), huge ``range()`` bounds (``range``) and macros that call
+    themselves on every path (``recursion``)."""
     from jinja2 import nodes
 
     lines = text.splitlines()
-    out: list[Issue] = []
+    out: list[Issue] = unbounded_recursion(ast, lines)
     for node in _walk(ast):
         if isinstance(node, nodes.Getattr) and node.attr.startswith("_"):
             out.append(Issue("dunder", node.lineno, None, _line(lines, node.lineno), f"attribute {node.attr!r}"))
@@ -62,14 +66,131 @@ def sandbox_issues(ast: Any, text: str) -> list[Issue]:
             out.append(Issue("gadget", node.lineno, None, _line(lines, node.lineno), f"global {node.name!r}"))
         elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
             for a in node.args:
-                try:
-                    value = a.as_const()
-                except Exception:  # not a constant (or refuses to fold): not our concern here
+                value = constant_int(a)
+                if value is HUGE:
+                    detail = f"range bound over 2**{limits.MAX_FOLDED_INT_BITS}"
+                elif isinstance(value, int) and abs(value) > _MAX_RANGE:
+                    detail = f"range bound {value}"
+                else:
                     continue
-                if isinstance(value, int) and abs(value) > _MAX_RANGE:
-                    out.append(Issue("range", node.lineno, None, _line(lines, node.lineno), f"range bound {value}"))
-                    break
+                out.append(Issue("range", node.lineno, None, _line(lines, node.lineno), detail))
+                break
     return out
+
+
+def unbounded_recursion(ast: Any, lines: list[str]) -> list[Issue]:
+    """Macros that call themselves, directly or through other macros, on every path through their body: once
+    called, rendering never ends. transformers stops at Python's recursion limit; llama.cpp has none and
+    overflows its C stack (SIGSEGV). A call under ``if``, inside a ``for`` body, a conditional expression or
+    the right side of ``and``/``or`` may be a base case and is not counted."""
+    from jinja2 import nodes
+
+    macros = {m.name: m for m in _walk(ast) if isinstance(m, nodes.Macro)}
+    calls = {name: _unconditional_calls(m.body, set(macros)) for name, m in macros.items()}
+    out: list[Issue] = []
+    reported: set[str] = set()
+    for name, m in macros.items():
+        cycle = [] if name in reported else _cycle_from(name, calls)
+        if cycle:
+            reported.update(cycle)  # one finding per cycle, at its first macro
+            path = " -> ".join(cycle)
+            detail = f"macro {name!r} calls itself on every path ({path}): rendering it never ends"
+            out.append(Issue("recursion", m.lineno, None, _line(lines, m.lineno), detail))
+    return out
+
+
+def _unconditional_calls(body: list[Any], names: set[str]) -> set[str]:
+    """Names of ``names`` called on every path through ``body`` (without recursion: a deep body is fine)."""
+    from jinja2 import nodes
+
+    found: set[str] = set()
+    stack: list[Any] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (nodes.Macro, nodes.CallBlock)):
+            if isinstance(node, nodes.CallBlock):
+                stack.append(node.call)  # the call runs; its body only when the callee calls caller()
+            continue
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name in names:
+            found.add(node.node.name)
+        if isinstance(node, nodes.If):
+            stack.append(node.test)  # the test always runs, the branches may not
+        elif isinstance(node, nodes.For):
+            stack.append(node.iter)
+        elif isinstance(node, nodes.CondExpr):
+            stack.append(node.test)
+        elif isinstance(node, (nodes.And, nodes.Or)):
+            stack.append(node.left)
+        else:
+            stack.extend(node.iter_child_nodes())
+    return found
+
+
+def _cycle_from(start: str, calls: dict[str, set[str]]) -> list[str]:
+    """A path ``start -> … -> start`` through unconditional calls, or []."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        name, path = stack.pop()
+        for callee in sorted(calls.get(name, ())):
+            if callee == start:
+                return [*path, start]
+            if callee not in seen:
+                seen.add(callee)
+                stack.append((callee, [*path, callee]))
+    return []
+
+
+class _Huge:
+    def __repr__(self) -> str:
+        return "HUGE"
+
+
+HUGE: Any = _Huge()
+""":func:`constant_int` of an expression whose value is past ``limits.MAX_FOLDED_INT_BITS`` bits."""
+_FOLDABLE = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "FloorDiv": operator.floordiv}
+
+
+def constant_int(node: Any, depth: int = 0) -> int | _Huge | None:
+    """The integer a constant expression of integer literals and ``+ - * // **`` stands for, HUGE past the
+    bound, None for anything else.
+
+    Not jinja2's ``as_const``: that evaluates whatever is constant, and ``range('x' * 10**10)`` built a 10 GB
+    string in this process (issue 14). Here only integers are computed, and a result is known to be HUGE
+    from its operands' sizes before it is computed."""
+    from jinja2 import nodes
+
+    bits = limits.MAX_FOLDED_INT_BITS
+    if depth > 64:
+        return None
+    if isinstance(node, nodes.Const):
+        value = node.value
+        if isinstance(value, int):
+            return HUGE if value.bit_length() > bits else value
+        return None
+    if isinstance(node, (nodes.Neg, nodes.Pos)):
+        inner = constant_int(node.node, depth + 1)
+        return -inner if isinstance(node, nodes.Neg) and isinstance(inner, int) else inner
+    name = type(node).__name__
+    if name not in _FOLDABLE and name != "Pow":
+        return None
+    left, right = constant_int(node.left, depth + 1), constant_int(node.right, depth + 1)
+    if left is None or right is None:
+        return None
+    if left is HUGE or right is HUGE:
+        return HUGE if name != "FloorDiv" else None
+    assert isinstance(left, int) and isinstance(right, int)
+    if name == "Pow":
+        if right < 0:
+            return None  # a float
+        if abs(left) > 1 and left.bit_length() * right > bits:
+            return HUGE
+        result = left**right
+    elif name == "FloorDiv" and right == 0:
+        return None
+    else:
+        result = _FOLDABLE[name](left, right)  # operands under the bound: at most twice its bits
+    return HUGE if result.bit_length() > bits else result
 
 
 def hidden_triggers(ast: Any, text: str) -> list[Issue]:

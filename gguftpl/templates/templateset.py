@@ -139,6 +139,12 @@ class TemplateSet:
         kv = _string_array(self._header, "tokenizer.ggml.tokens")
         return kv.value if kv is not None and isinstance(kv.value, LazyArray) else None
 
+    def invalid_token_utf8(self) -> int | None:
+        """The file offset of the first byte that leaves a token invalid UTF-8 (None: every token is valid).
+        Lookups decode single tokens only, so a bad one nothing looks up is found here or nowhere."""
+        lazy = self._lazy_tokens()
+        return lazy.first_invalid_utf8() if lazy is not None else None
+
     def token_id(self, text: str) -> int | None:
         """Exact vocabulary lookup (the first id with that text)."""
         lazy = self._lazy_tokens()

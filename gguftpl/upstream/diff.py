@@ -17,7 +17,6 @@ so JSON escaping, key order or file layout never show up as differences.
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import os
 import re
@@ -178,32 +177,21 @@ def _normalise_ws(text: str) -> str:
 
 
 def reads_variable(text: str, variable: str = "tools") -> bool | None:
-    """Whether a template reads ``variable`` (jinja2 AST; None when it does not parse)."""
-    try:
-        from jinja2 import meta
+    """Whether a template reads ``variable``, from its AST: the same fact the audit reports
+    (``StaticFacts.reads_tools``). None when it does not parse or is over the size bound.
 
-        ast = _parse_env().parse(text)
+    Never through ``jinja2.meta``: that compiles the template, and compiling folds constant expressions, so
+    ``{{ 'x' * 10**10 }}`` took this process to 15 GB (issue 14). Parsing evaluates nothing."""
+    from gguftpl import limits
+    from gguftpl.templates.static import parse_template, reads_name
+
+    if len(text.encode("utf-8", "surrogatepass")) > limits.MAX_TEMPLATE_BYTES:
+        return None
+    try:
+        ast = parse_template(text)
     except Exception:  # noqa: BLE001 - any parse failure means "unknown", not a crash
         return None
-    return variable in meta.find_undeclared_variables(ast)
-
-
-@functools.lru_cache(maxsize=1)
-def _parse_env() -> Any:
-    """A jinja2 environment that parses what HF templates use: loop controls and ``{% generation %}``."""
-    import jinja2
-    from jinja2 import nodes
-    from jinja2.ext import Extension
-
-    class GenerationTag(Extension):
-        tags = {"generation"}
-
-        def parse(self, parser: Any) -> Any:
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return nodes.Scope(body, lineno=lineno)
-
-    return jinja2.Environment(extensions=["jinja2.ext.loopcontrols", GenerationTag])
+    return reads_name(ast, variable)
 
 
 def compare_templates(gguf: dict[str, str], upstream: UpstreamConfig, *, context: int = 3) -> list[TemplateDiff]:
@@ -296,7 +284,7 @@ def compare_behaviour(
             except Exception as exc:  # noqa: BLE001 - a template error is a result here
                 prompts[side] = None
                 setattr(bd, f"{side}_error", " ".join(str(exc).split())[:300])
-                if getattr(exc, "kind", None) in ("timeout", "too_large", "memory"):
+                if getattr(exc, "overran", False):
                     overrun[texts[name]] = getattr(bd, f"{side}_error")
         g, u = prompts.get("gguf"), prompts.get("upstream")
         if tools is not None:

@@ -27,6 +27,23 @@ def check_regular(path: str) -> None:
     open_regular(path, what="GGUF file").close()
 
 
+def incomplete(path: str) -> str | None:
+    """Why llama.cpp cannot load ``path`` whatever its templates, or None: tensor data past the end of the
+    file (a download cut short, GT004). The stand-in model never reads the file's tensors, so without this
+    check verify passed a file ``--load-weights`` (and llama-server) refuses. The verdict is the GT004
+    check's own."""
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.rules.container import truncated_tensor_data
+    from gguftpl.rules.context import FileContext
+
+    try:
+        with read_header(path) as header:
+            found = list(truncated_tensor_data(FileContext(file=path, header=header)))
+    except GGUFTplError:
+        return None  # an unreadable file: the session reports it in its own words
+    return f"{found[0].message} ({found[0].code} {found[0].name})" if found else None
+
+
 def render_bombs(
     path: str,
     messages: list[dict[str, Any]] | None = None,
@@ -68,7 +85,8 @@ def _bounded_render_bombs(
             try:
                 render_hf(text, msgs, tools or None, True, bos, eos, lenient=True)
             except TemplateRenderError as exc:
-                if exc.kind in ("timeout", "too_large", "memory") or exc.exc_type == "RecursionError":
+                # RecursionError: one that recursed without end, or nests too deeply for jinja2 to compile
+                if exc.overran or exc.exc_type == "RecursionError":
                     verdicts[text] = f"transformers' bounded renderer had to stop: {exc}"
         if verdicts[text] is not None:
             bombs.append(f"{name}: {verdicts[text]}")

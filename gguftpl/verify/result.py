@@ -21,6 +21,10 @@ REJECTED = "rejected"
 """``VerifyResult.template`` when llama.cpp refused to load the file because of a template."""
 RENDER_BOMB = "render-bomb"
 """``VerifyResult.template`` when a template was not run through llama.cpp: it would hang or crash it."""
+INCOMPLETE = "incomplete"
+"""``VerifyResult.template`` when the file itself cannot load (tensor data past its end): nothing was run."""
+NOT_RUN = (REJECTED, RENDER_BOMB, INCOMPLETE)
+"""``VerifyResult.template`` values that name no template: llama.cpp used none."""
 
 
 @dataclass
@@ -49,8 +53,8 @@ class VerifyResult:
     path: str
     stages: list[Stage]
     template: str | None = None
-    """Name of the template llama.cpp used with tools (``default``, ``tool_use``), ``fallback``, or
-    :data:`REJECTED` / :data:`RENDER_BOMB` when it was not run."""
+    """Name of the template llama.cpp used with tools (``default``, ``tool_use``), ``fallback``, or one of
+    :data:`NOT_RUN` (:data:`REJECTED`, :data:`RENDER_BOMB`, :data:`INCOMPLETE`) when it was not run."""
     standin: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     load_weights: bool = False

@@ -208,8 +208,10 @@ class LlamaCppSession:
                 self._tmp = tempfile.mkdtemp(prefix="gguftpl-standin-")
                 model_path = os.path.join(self._tmp, "standin.gguf")
                 self.standin = build_standin(self.path, model_path, templates=self.templates, specials=self.specials)
-            elif self.path is not None and not os.path.isfile(self.path):
-                raise UsageError(f"no such file: {self.path}")
+            elif self.path is not None:
+                from gguftpl.safeio import check_regular
+
+                check_regular(self.path, what="GGUF file")
             self.timings["standin_s"] = time.perf_counter() - t0
             p = xllamacpp.CommonParams()
             p.model.path = model_path

@@ -29,9 +29,10 @@ from gguftpl.errors import LlamaCppError
 from gguftpl.verify.calltext import CallText, arg_values, call_matches, call_text_from_template, parse_call
 from gguftpl.verify.choice import TemplateChoice
 from gguftpl.verify.compare import agreement_stage
-from gguftpl.verify.preflight import check_regular, render_bombs
+from gguftpl.verify.preflight import check_regular, incomplete, render_bombs
 from gguftpl.verify.result import (
     FAIL,
+    INCOMPLETE,
     PASS,
     REJECTED,
     RENDER_BOMB,
@@ -92,6 +93,11 @@ def verify_file(
     path = os.fspath(path)
     if session is None:
         check_regular(path)
+        cut = incomplete(path)
+        if cut is not None:
+            first = Stage(STAGE_SELECTION, FAIL, f"llama.cpp cannot load this file: {cut}", {"template": INCOMPLETE})
+            stages = skipped_after(first, "the file is incomplete")
+            return VerifyResult(path, stages, template=INCOMPLETE, load_weights=load_weights)
     run = ToolRun(_tool_specs(tools), dispatch, call, arguments, max_tool_share) if tools else None
     load_weights = load_weights or live is not None
     t0 = time.perf_counter()

@@ -101,7 +101,10 @@ class LazyGroup(click.Group):
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split()) or "unknown error"
+    from gguftpl.safeio import terminal_text
+
+    # messages quote file names, template names and server answers: no terminal control gets through
+    return terminal_text(" ".join(text.split())) or "unknown error"
 
 
 def _usage_error(exc: click.ClickException) -> NoReturn:

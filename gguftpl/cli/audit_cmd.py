@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gguftpl.cli.output import echo, echo_json_text
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
@@ -151,12 +152,14 @@ def command(
     else:
         run = audit_paths(list(paths), select=list(select), ignore=list(ignore), engine=engine, strict=debug)
         if not run.files:
-            click.echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
+            echo("gguftpl: warning: no GGUF files found in " + ", ".join(paths), err=True)
         report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
+    elif fmt in ("json", "sarif"):
+        echo_json_text(report, nl=False)
     else:
-        click.echo(report, nl=False, color=colored)
+        echo(report, nl=False, color=colored, commands=fmt == "github")
     ctx.exit(0 if exit_zero else run.exit_code(fail_on))
 
 
@@ -194,5 +197,5 @@ def _audit_targets(
         progress.done()
     for ra in result.repos:
         if not ra.entries:
-            click.echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
+            echo(f"gguftpl: warning: no GGUF files found in {ra.target}", err=True)
     return result

@@ -3,11 +3,11 @@ exact bytes with --raw)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from gguftpl.cli.output import echo, echo_json
 from gguftpl.errors import UsageError
 
 
@@ -51,7 +51,11 @@ def command(
         return
     if fmt == "json":
         payload = {"schema_version": SCHEMA_VERSION, "files": [info for info, _ in reports]}
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+        echo_json(payload)
         return
+    color = sys.stdout.isatty()
     for info, ts in reports:
-        click.echo(inspect_text(info, ts, template_name, style=click.style))
+        if color:
+            echo(inspect_text(info, ts, template_name, style=click.style), color=None)
+        else:
+            echo(inspect_text(info, ts, template_name))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gguftpl.cli.output import echo
 from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -158,14 +159,14 @@ def command(
     if source is not None:
         plan = plan_upstream_patch(file, source, only=list(only) or None, remove=remove, provenance=options.provenance)
         for w in plan.warnings:
-            click.echo(f"gguftpl: {w}", err=True)
-        click.echo(f"{file}: {plan.how_found}")
+            echo(f"gguftpl: {w}", err=True)
+        echo(f"{file}: {plan.how_found}")
     else:
         plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
-    click.echo(plan_text(plan), nl=False)
+    echo(plan_text(plan), nl=False)
     if dry_run:
-        click.echo("dry run: nothing written")
+        echo("dry run: nothing written")
         return
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
-    click.echo(result_text(result), nl=False)
+    echo(result_text(result), nl=False)

@@ -6,11 +6,11 @@ Exit codes: 0 every stage passed; 1 a stage failed; 2 usage error, unreadable fi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from gguftpl.cli.output import echo, echo_json
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -86,13 +86,14 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         if sources is not None:
             sources.close()
     if fmt == "json":
-        click.echo(json.dumps(result.to_dict(with_data=with_data), indent=2, ensure_ascii=False, default=str))
+        echo_json(result.to_dict(with_data=with_data))
     else:
-        click.echo(_text(result))
+        echo(_text(result), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 
 def _text(result: Any) -> str:
+    from gguftpl.safeio import printable
     from gguftpl.verify.result import CORE_STAGES
 
     if result.load_weights:
@@ -104,13 +105,13 @@ def _text(result: Any) -> str:
     t = result.timings.get("total_s")
     if t is not None:
         how += f", {t:.1f} s"
-    lines = [f"{result.path}: llama.cpp (xllamacpp, {how})"]
+    lines = [f"{printable(result.path)}: llama.cpp (xllamacpp, {how})"]
     for i, st in enumerate(result.stages, 1):
         mark = click.style(_MARK.get(st.status, st.status.upper()), fg=_COLOR.get(st.status), bold=True)
         num = f"{i}." if st.name in CORE_STAGES else "  "
         lines.append(f"  {mark} {num} {st.name}")
         for ev_line in st.evidence.splitlines() or [""]:
-            lines.append(f"          {ev_line}")
+            lines.append(f"          {printable(ev_line)}")
     failed = [s.name for s in result.stages if not s.ok]
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     if failed:

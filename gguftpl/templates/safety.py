@@ -217,22 +217,36 @@ def control_characters(text: str) -> list[Issue]:
     for ch, (line, col, start) in first.items():
         end = text.find("\n", start)
         shown = text[start : end if end >= 0 else len(text)].strip()[:200]
-        name = unicodedata.name(ch, "") or _C0_NAMES.get(ch, "control character")
+        name = _control_name(ch)
         times = f", {counts[ch]:,} times" if counts[ch] > 1 else ""
         kind = "escape" if ch in TERMINAL_ESCAPES else "control"
         out.append(Issue(kind, line, col, shown, f"U+{ord(ch):04X} {name}{times}"))
     return out
 
 
-_C0_NAMES = {
-    "\x1b": "ESCAPE",
-    "\x07": "BELL",
-    "\x08": "BACKSPACE",
-    "\r": "CARRIAGE RETURN",
-    "\x7f": "DELETE",
-    "\x9b": "CONTROL SEQUENCE INTRODUCER",
-    "\x9d": "OPERATING SYSTEM COMMAND",
+_C0 = (
+    "START OF HEADING|START OF TEXT|END OF TEXT|END OF TRANSMISSION|ENQUIRY|ACKNOWLEDGE|BELL|BACKSPACE|"
+    "CHARACTER TABULATION|LINE FEED|LINE TABULATION|FORM FEED|CARRIAGE RETURN|SHIFT OUT|SHIFT IN|"
+    "DATA LINK ESCAPE|DEVICE CONTROL ONE|DEVICE CONTROL TWO|DEVICE CONTROL THREE|DEVICE CONTROL FOUR|"
+    "NEGATIVE ACKNOWLEDGE|SYNCHRONOUS IDLE|END OF TRANSMISSION BLOCK|CANCEL|END OF MEDIUM|SUBSTITUTE|ESCAPE|"
+    "INFORMATION SEPARATOR FOUR|INFORMATION SEPARATOR THREE|INFORMATION SEPARATOR TWO|INFORMATION SEPARATOR ONE"
+).split("|")
+_C1 = {
+    0x85: "NEXT LINE",
+    0x90: "DEVICE CONTROL STRING",
+    0x9B: "CONTROL SEQUENCE INTRODUCER",
+    0x9D: "OPERATING SYSTEM COMMAND",
 }
+
+
+def _control_name(ch: str) -> str:
+    """unicodedata has no names for control characters, only aliases: the Unicode alias, or the block."""
+    code = ord(ch)
+    if 0 < code < 0x20:
+        return _C0[code - 1]
+    if code == 0x7F:
+        return "DELETE"
+    return _C1.get(code, "C1 CONTROL")
 
 
 def compared_literals(ast: Any, limit: int = 32) -> tuple[list[str], list[str]]:

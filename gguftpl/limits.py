@@ -16,3 +16,25 @@ MAX_TEMPLATE_BYTES = 4 * 1024 * 1024
 MAX_ANALYSED_TEXTS = 64
 """Distinct template texts one file's analysis renders; real files carry one to four. A file with 10,000
 named templates took minutes."""
+
+# --- remote operations (a Hub, a mirror, any URL): gguftpl.remotebounds applies them
+
+REMOTE_DEADLINE = 300.0
+"""Seconds one remote operation (reading a header, listing a repo, fetching an upstream's files) may take
+in all, however slowly the bytes arrive (``GGUFTPL_REMOTE_TIMEOUT`` overrides it). A server answering a Range
+request one byte per second kept ``inspect hf://…`` alive for hours; a real header read takes seconds."""
+
+MAX_UPSTREAM_CONFIG_BYTES = 16 * 1024 * 1024
+"""Largest upstream ``tokenizer_config.json``, chat template or other small config file downloaded and
+parsed, checked before downloading (the listing's size, HEAD). A 500 MB one was downloaded whole and parsed
+at 2.6 GB; real ones are kilobytes, the largest known about 1 MB (thousands of added tokens)."""
+
+MAX_UPSTREAM_TOKENIZER_BYTES = 64 * 1024 * 1024
+"""Largest upstream ``tokenizer.json`` (read only for its added tokens, when tokenizer_config.json has none);
+real ones are up to about 35 MB (262k-token vocabularies with their merges)."""
+
+MAX_HUB_API_BYTES = 64 * 1024 * 1024
+"""Largest answer of the Hub's API (repo info, a file listing); a repo of 10,000 files lists in about 2 MB."""
+
+MAX_REPO_FILE_NAME = 1024
+"""Longest file name taken from a repo listing; the Hub itself refuses paths past a few hundred bytes."""

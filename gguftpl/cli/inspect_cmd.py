@@ -36,7 +36,10 @@ def command(
     if repos:
         from gguftpl.gguf.remote import repo_file_specs
 
-        files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r))
+        unsafe: list[tuple[str, str]] = []
+        files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r, unsafe=unsafe))
+        for name, why in unsafe:  # never requested: a name like ../../x.gguf reaches outside the repo
+            echo(f"gguftpl: warning: not reading {name!r} from the repo listing: {why}", err=True)
         if not files:
             raise UsageError("no GGUF files in " + ", ".join(repos))
     if not files:

@@ -117,7 +117,13 @@ def upstream_source(
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
 @upstream_options
 @click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
-@click.option("--no-audit", is_flag=True, help="Skip the before/after audit.")
+@click.option("--no-audit", is_flag=True, help="Skip the before/after report (the check for new errors still runs).")
+@click.option(
+    "--allow-new-errors",
+    is_flag=True,
+    help="Write even when the new templates add error findings (GT102 does not parse, GT4xx unsafe such as a "
+    "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
+)
 def command(
     file: str,
     out: str | None,
@@ -133,18 +139,26 @@ def command(
     no_fallback: bool,
     no_provenance: bool,
     no_audit: bool,
+    allow_new_errors: bool = False,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
     REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
-    gguftpl.patch.* and the output is re-audited: the findings before and after are shown.
+    gguftpl.patch.* and the output is re-audited: the findings before and after are shown. A patch whose
+    templates would add error findings is refused before anything is written (--allow-new-errors).
     """
     from gguftpl.patching import PatchOptions, plan_upstream_patch, resolve_output, run_patch
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
-    options = PatchOptions(in_place=in_place, force=force, provenance=not no_provenance, audit=not no_audit)
+    options = PatchOptions(
+        in_place=in_place,
+        force=force,
+        provenance=not no_provenance,
+        audit=not no_audit,
+        allow_new_errors=allow_new_errors,
+    )
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates)
     if source is None:
         unused = [name for name, v in (("revision", revision), ("only", only)) if v]

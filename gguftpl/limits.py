@@ -38,3 +38,29 @@ MAX_HUB_API_BYTES = 64 * 1024 * 1024
 
 MAX_REPO_FILE_NAME = 1024
 """Longest file name taken from a repo listing; the Hub itself refuses paths past a few hundred bytes."""
+
+# --- tools and MCP servers
+
+MAX_TOOLS = 1_000
+"""Tools one file or server may offer: each schema is checked at about a millisecond and a half (100,000 tools
+ran for minutes), and every tool costs prompt context."""
+
+MAX_SCHEMA_NODES = 5_000
+"""Objects and arrays one parameter schema may hold. jsonschema checks a schema against its metaschema at about
+a millisecond per subschema (100,000 `$defs` ran for minutes); real tool schemas hold tens to hundreds."""
+
+MAX_SCHEMA_DEPTH = 64
+"""Nesting one parameter schema may reach: deeper, jsonschema (and any host) overflows its recursion."""
+
+MAX_TOOL_DESCRIPTION_CHARS = 256 * 1024
+"""Longest tool description taken from a tools file or an MCP server; real ones are under a few KB, and every
+character of it goes into each prompt. A 20 MB one was read, validated and rendered."""
+
+MAX_MCP_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Largest message read from an MCP server (one line over stdio, one JSON answer over HTTP, one SSE event).
+The SDK gathers a line whole and parses it into Python objects at about 30 times its size (8 MB of tools:
+240 MB, 1.5 s): 50,000 tools or a 20 MB description cost 430 MB and the whole call's 30 s. Real tools/list
+answers are tens to hundreds of KB; a thousand tools with their schemas about 2 MB."""
+
+MAX_MCP_PAGES = 1000
+"""tools/list pages followed before a server's pagination counts as endless."""

@@ -28,12 +28,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gguftpl import limits
 from gguftpl.errors import HubError, UsageError
 
-__all__ = ["DEADLINE_ENV", "Bounds", "RemoteLimitError", "bounded", "deadline_seconds"]
+__all__ = ["DEADLINE_ENV", "Bounds", "RemoteLimitError", "bounded", "deadline_seconds", "run_bounded"]
 
 DEADLINE_ENV = "GGUFTPL_REMOTE_TIMEOUT"
 
@@ -112,7 +112,47 @@ def bounded(what: str, *, seconds: float | None = None, max_bytes: MaxBytes | No
         raise
     finally:
         with _lock:
-            _active.remove(bounds)
+            if bounds in _active:  # run_bounded may have let it go already
+                _active.remove(bounds)
+
+
+T = TypeVar("T")
+
+_GRACE = 2.0
+"""Seconds past the deadline the operation's thread gets to end with its own, more precise error."""
+
+
+def run_bounded(what: str, fn: Callable[[], T], *, max_bytes: MaxBytes | None = None) -> T:
+    """``fn()``, one remote operation, under :func:`bounded`, in a thread the caller stops waiting for at the
+    deadline. The hooks see a request start and its body arrive, not its status line and headers: a server
+    that drips those would hold a read past any deadline. Left behind, that thread ends with its connection
+    (its bounds no longer count for anyone else's requests)."""
+    secs = deadline_seconds()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    started: list[Bounds] = []
+
+    def work() -> None:
+        try:
+            with bounded(what, seconds=secs, max_bytes=max_bytes) as b:
+                started.append(b)
+                box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="gguftpl-remote", daemon=True).start()
+    if not done.wait(secs + _GRACE):
+        with _lock:
+            for b in started:
+                if b in _active:
+                    _active.remove(b)
+        raise Bounds(what, secs, 0.0).deadline_error()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
 
 
 def _current() -> tuple[Bounds | None, list[Bounds]]:

@@ -3,6 +3,7 @@
     with HostileHub(tmp_path / "hub") as hub:
         hub.drip = 0.2                        # /resolve/ bodies one byte every 0.2 s (a Range answer too)
         hub.drip_api = 0.2                    # the same for /api/ answers
+        hub.drip_head = 0.2                   # /resolve/ answers: the status line and headers, a byte at a time
         hub.extra_tree["org/name"] = ["../../x.gguf"]   # names the tree listing adds (no such file)
         hub.redirects["model.gguf"] = "http://127.0.0.1:1/blob"   # 302 for /resolve/…/model.gguf
         hub.stop_dripping()                   # let every drip end at once (done on exit too)
@@ -29,6 +30,7 @@ class HostileHub(HubServer):
         super().__init__(root)
         self.drip: float | None = None
         self.drip_api: float | None = None
+        self.drip_head: float | None = None
         self.extra_tree: dict[str, list[str]] = {}
         self.redirects: dict[str, str] = {}
         self._stopping = threading.Event()
@@ -64,6 +66,10 @@ class _HostileHandler(_Handler):
 
     def _handle(self, head: bool) -> None:
         path = unquote(urlsplit(self.path).path)
+        if self.hub.drip_head is not None and "/resolve/" in path:
+            # headers that never end: no hook sees an answer before its headers are complete
+            self._drip_body(b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000, self.hub.drip_head, 200)
+            return
         target = self.hub.redirects.get(path.rsplit("/", 1)[-1]) if "/resolve/" in path else None
         if target is not None:
             self.send_response(302)

@@ -75,6 +75,9 @@ def test_a_header_read_one_byte_at_a_time_ends_at_the_deadline(
     hostile.drip = 0.2
     res = gguftpl(hostile, tmp_path, "inspect", "hf://org/slow/m.gguf", timeout="3")
     res.error("reading hf://org/slow/m.gguf: gave up after 3 s", "GGUFTPL_REMOTE_TIMEOUT")
+    hostile.drip, hostile.drip_head = None, 0.2  # the status line and headers themselves, one byte at a time
+    res = gguftpl(hostile, tmp_path, "inspect", "hf://org/slow/m.gguf", timeout="3")
+    res.error("reading hf://org/slow/m.gguf: gave up after 3 s")
     bad = gguftpl(hostile, tmp_path, "inspect", "hf://org/slow/m.gguf", timeout="soon")
     bad.error("GGUFTPL_REMOTE_TIMEOUT='soon'")
 

@@ -78,7 +78,7 @@ class LazyGroup(click.Group):
             # full disk, permissions, vanished files: the library cleaned up, say what happened
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            where = f" ({one_line(str(exc.filename))})" if getattr(exc, "filename", None) else ""
             click.echo(f"gguftpl: error: {one_line(str(exc.strerror or exc))}{where}", err=True)
             ctx.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.exceptions.Abort):

@@ -20,7 +20,7 @@ from gguftpl.gguf.httpsource import DEFAULT_INITIAL_CHUNK, DEFAULT_MAX_CHUNK, De
 from gguftpl.gguf.hubref import HubFileRef, HubRepoRef, parse_remote, parse_repo_spec, unsafe_repo_path
 from gguftpl.gguf.reader import GGUFHeader, read_header
 from gguftpl.gguf.shards import ShardInfo, shard_info
-from gguftpl.remotebounds import bounded
+from gguftpl.remotebounds import run_bounded
 
 __all__ = [
     "GGUF_SUFFIX",
@@ -210,8 +210,9 @@ def read_remote_header(
     (``gguftpl.remotebounds``), however slowly the server answers.
     """
     label = spec.spec if isinstance(spec, HubFileRef) else spec
-    with bounded(f"reading {label}"):
-        src, ref, shard, notes = open_remote(
+    return run_bounded(
+        f"reading {label}",
+        lambda: _read_remote_header(
             spec,
             endpoint=endpoint,
             token=token,
@@ -219,15 +220,20 @@ def read_remote_header(
             max_chunk=max_chunk,
             retries=retries,
             follow_shards=follow_shards,
-        )
-        try:
-            # keep_open: header._source stays set, so the raw metadata bytes remain readable from the buffer
-            # (RemoteSource.read_range serves them after close()); a cut-short stream is closed right here
-            header = read_header(src, keep_open=True)
-        except BaseException:
-            src.close()  # a HubError mid-read: do not leave a streamed body open
-            raise
-        src.close()
+        ),
+    )
+
+
+def _read_remote_header(spec: str | HubFileRef, *, follow_shards: bool, **kwargs: Any) -> RemoteRead:
+    src, ref, shard, notes = open_remote(spec, follow_shards=follow_shards, **kwargs)
+    try:
+        # keep_open: header._source stays set, so the raw metadata bytes remain readable from the buffer
+        # (RemoteSource.read_range serves them after close()); a cut-short stream is closed right here
+        header = read_header(src, keep_open=True)
+    except BaseException:
+        src.close()  # a HubError mid-read: do not leave a streamed body open
+        raise
+    src.close()
     label = src.name
     if ref is not None:
         label = HubFileRef(ref.repo_id, ref.filename, src.stats.revision or ref.revision, ref.repo_type).spec
@@ -302,16 +308,19 @@ def list_repo_ggufs(
     ep = hubenv.endpoint(endpoint or ref.endpoint)
     api = HfApi(endpoint=ep, token=hubenv.token(token), library_name="gguftpl")
     rev = ref.revision or "main"
+
+    def listing() -> tuple[str | None, list[tuple[str, int | None]]]:
+        info = api.repo_info(ref.repo_id, revision=rev, repo_type=ref.repo_type)
+        sha: str | None = getattr(info, "sha", None)
+        items = api.list_repo_tree(ref.repo_id, recursive=True, revision=sha or rev, repo_type=ref.repo_type)
+        return sha, [
+            (str(it.path), getattr(it, "size", None))
+            for it in items
+            if str(getattr(it, "path", "")).lower().endswith(GGUF_SUFFIX) and hasattr(it, "blob_id")
+        ]
+
     try:
-        with bounded(f"listing {ref.spec}", max_bytes=lambda url: limits.MAX_HUB_API_BYTES):
-            info = api.repo_info(ref.repo_id, revision=rev, repo_type=ref.repo_type)
-            sha: str | None = getattr(info, "sha", None)
-            items = api.list_repo_tree(ref.repo_id, recursive=True, revision=sha or rev, repo_type=ref.repo_type)
-            files = [
-                (str(it.path), getattr(it, "size", None))
-                for it in items
-                if str(getattr(it, "path", "")).lower().endswith(GGUF_SUFFIX) and hasattr(it, "blob_id")
-            ]
+        sha, files = run_bounded(f"listing {ref.spec}", listing, max_bytes=lambda url: limits.MAX_HUB_API_BYTES)
     except HubError:
         raise
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's typed errors, mapped to one line

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 from gguftpl import hubenv, limits
 from gguftpl.errors import HubError
 from gguftpl.gguf.httpsource import failed_host
-from gguftpl.remotebounds import RemoteLimitError, bounded
+from gguftpl.remotebounds import RemoteLimitError, run_bounded
 from gguftpl.safeio import read_bytes_bounded
 from gguftpl.upstream.config import (
     SPECIAL_FILES,
@@ -66,8 +66,12 @@ def fetch_upstream(
     url = hubenv.endpoint(endpoint)
     tok = hubenv.token(token)
     try:
-        with bounded(f"reading {repo_id}@{revision or 'main'}", max_bytes=upstream_file_bound):
-            return _fetch(repo_id, revision, url, tok, hubenv.cache_dir(cache_dir), offline)
+        folder = hubenv.cache_dir(cache_dir)
+        return run_bounded(
+            f"reading {repo_id}@{revision or 'main'}",
+            lambda: _fetch(repo_id, revision, url, tok, folder, offline),
+            max_bytes=upstream_file_bound,
+        )
     except _Unreachable as exc:
         if catalog_fallback:
             from gguftpl.upstream.catalog import fallback_entry

@@ -189,6 +189,7 @@ def test_patch_from_a_hub_whose_tool_use_is_a_sandbox_escape_is_refused(
         # jinja2 parses it; llama.cpp's lexer stops at "unknown escape character": llama-server would not start
         (CHATML.replace("{% endif %}", "{{ 'Reply.\\\nThanks.' }}{% endif %}"), "GT606"),
     ],
+    ids=["terminal-escape", "llamacpp-refuses"],
 )
 def test_patch_with_a_template_that_is_unsafe_or_llamacpp_refuses_is_refused(
     make_gguf: MakeGGUF, tmp_path: Path, text: str, needle: str

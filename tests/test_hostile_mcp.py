@@ -55,7 +55,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "needle"), CASES)
+@pytest.mark.parametrize(("mode", "needle"), CASES, ids=["-".join(m) for m, _ in CASES])
 def test_a_stdio_server_with_a_too_big_answer_is_refused_for_what_it_is(
     make_gguf: MakeGGUF, mode: list[str], needle: str
 ) -> None:
@@ -120,10 +120,10 @@ def http_server(*mode: str) -> Iterator[str]:
 @pytest.mark.parametrize(
     ("mode", "needle"),
     [
-        (["many", "50000"], "an answer larger than 4,194,304 bytes"),
-        (["many", "5000"], "5,000 tools in one page"),
-        (["description", "20"], "an answer larger than 4,194,304 bytes"),
-        (["description", "1"], "a description of 1,048,576 characters"),
+        pytest.param(["many", "50000"], "an answer larger than 4,194,304 bytes", id="many-50000"),
+        pytest.param(["many", "5000"], "5,000 tools in one page", id="many-5000"),
+        pytest.param(["description", "20"], "an answer larger than 4,194,304 bytes", id="description-20"),
+        pytest.param(["description", "1"], "a description of 1,048,576 characters", id="description-1"),
     ],
 )
 def test_a_streamable_http_server_with_a_too_big_answer_is_refused(

@@ -84,13 +84,14 @@ def inspect_text(info: dict[str, Any], ts: TemplateSet, only: str | None = None,
     tokens, provenance."""
     lines = [style(printable(info["path"]), bold=True)]
     lines.append(
-        f"  GGUF v{info['gguf_version']} ({info['byteorder']} endian), arch {info['architecture'] or '?'}, "
-        f"{info['file_type'] or 'file type ?'}, {info['tensor_count']} tensors, data at byte {info['data_offset']} "
-        f"(alignment {info['alignment']})"
+        f"  GGUF v{info['gguf_version']} ({info['byteorder']} endian), arch {printable(info['architecture'] or '?')}, "
+        f"{printable(str(info['file_type'] or 'file type ?'))}, {info['tensor_count']} tensors, "
+        f"data at byte {info['data_offset']} (alignment {info['alignment']})"
     )
     tok = info["tokenizer"]
     lines.append(
-        f"  tokenizer: {tok['model'] or '?'}, {tok['vocab_size'] or 0} tokens, context {info['context_length']}"
+        f"  tokenizer: {printable(str(tok['model'] or '?'))}, {tok['vocab_size'] or 0} tokens, "
+        f"context {info['context_length']}"
     )
     if not info["templates"]:
         lines.append(style("  no chat template", fg="yellow"))
@@ -121,10 +122,10 @@ def inspect_text(info: dict[str, Any], ts: TemplateSet, only: str | None = None,
         )
     if info["special_tokens"]:
         parts = [f"{r}={v['id']} {v['text']!r} {v['type'] or ''}".rstrip() for r, v in info["special_tokens"].items()]
-        lines.append("  special tokens: " + ", ".join(parts))
+        lines.append("  special tokens: " + printable(", ".join(parts)))
     lines.append(f"  add_bos={info['add_bos']} add_eos={info['add_eos']}")
     for k, v in info["provenance"].items():
         lines.append(f"  {printable(k)} = {printable(str(v))}")
     for note in (info.get("remote") or info.get("split") or {}).get("notes", []):
-        lines.append(style(f"  note: {note}", fg="yellow"))
+        lines.append(style(f"  note: {printable(note)}", fg="yellow"))
     return "\n".join(lines)

@@ -49,6 +49,9 @@ class PatchOptions:
     """Record the ``gguftpl.patch.*`` provenance keys (used when planning)."""
     audit: bool = True
     """Audit the input before and the output after, for the before/after."""
+    allow_new_errors: bool = False
+    """Write even when the templates as planned add error findings of ``REFUSED_CODES`` (a sandbox escape, a
+    template llama.cpp refuses, one that does not parse); refused by default, before anything is written."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,13 @@ def run_patch(
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
-    before = _audit(plan.path) if options.audit else None
+    from gguftpl.auditcache import AnalysisCache
+
+    cache = AnalysisCache()  # the three audits share what they learn of the templates they have in common
+    audited = _audit(plan.path, cache)
+    if not options.allow_new_errors:
+        _refuse_new_errors(plan, out_s, audited, cache)
+    before = audited if options.audit else None
     proof = rewrite(
         plan.path,
         out_s,
@@ -150,15 +159,60 @@ def run_patch(
         permissions=output_permissions(plan.path, in_place=options.in_place),
     )
     readback = _read_back(plan, out_s)
-    after = _audit(out_s) if options.audit else None
+    after = _audit(out_s, cache) if options.audit else None
     summary = summarize(before, after) if before is not None and after is not None else None
     return PatchResult(plan, out_s, proof, True, readback, before, after, summary, tools_default)
 
 
-def _audit(path: str) -> tuple[Finding, ...]:
+def _audit(path: str, cache: Any = None) -> tuple[Finding, ...]:
     from gguftpl.audit import audit_file
 
-    return tuple(audit_file(path).findings)
+    return tuple(audit_file(path, cache=cache).findings)
+
+
+REFUSED_CODES = ("GT102", "GT4", "GT606")
+"""Error findings a patch may not add: a template that does not parse (GT102), an unsafe one (GT4xx: sandbox
+escape, hidden trigger, render bomb, terminal escapes), one llama.cpp refuses to load (GT606). Tool-calling
+findings (GT2xx) are what patches are there to fix; the before/after shows them."""
+
+
+def _refuse_new_errors(plan: PatchPlan, out: str, before: Sequence[Finding], cache: Any) -> None:
+    """Audit the templates as planned, before anything is written, and refuse a patch that adds error
+    findings of ``REFUSED_CODES``: a repair that makes the file worse (an upstream ``tool_use`` that is a
+    sandbox escape) must not be written and then reported as "1 error -> 6 error" with exit 0."""
+    from gguftpl.audit import audit_header
+    from gguftpl.findings import Severity
+
+    planned = audit_header(_planned_header(plan), f"{plan.path} (as planned)", cache=cache)
+    added = [
+        f
+        for f in summarize(before, planned.findings).introduced
+        if f.severity is Severity.ERROR and f.code.startswith(REFUSED_CODES)
+    ]
+    if added:
+        shown = ", ".join(f"{f.code} {f.name}" + (f" in {f.template}" if f.template else "") for f in added[:6])
+        more = f" and {len(added) - 6} more" if len(added) > 6 else ""
+        raise PatchError(
+            f"refusing to write {out}: the new templates add {len(added)} error finding(s) ({shown}{more}); "
+            "nothing was written (--allow-new-errors writes it anyway)"
+        )
+
+
+def _planned_header(plan: PatchPlan) -> Any:
+    """The input's header with the plan's keys set and removed, in memory: what the audit reads of the
+    output, without writing it (its arrays, untouched, still read from the input)."""
+    from dataclasses import replace
+
+    from gguftpl.gguf.reader import KV
+    from gguftpl.gguf.writer import typed_value
+
+    with read_header(plan.path) as header:
+        kv = {k: v for k, v in header.kv.items() if k not in plan.remove_keys}
+        for key, value in plan.set_kv.items():
+            tv = typed_value(value)
+            kv[key] = KV(key, tv.type, tv.value, tv.elem_type, -1, -1)
+        # not a file: the audit's caches key on a file's raw bytes, which these are not
+        return replace(header, kv=kv, kv_count=len(kv), path=f"{plan.path} (as planned)")
 
 
 def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:

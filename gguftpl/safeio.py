@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from typing import IO, Any
 
@@ -169,21 +170,77 @@ def read_json_file(
 
 
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+# letters that render as nothing (Hangul fillers): the invisible-character check flags them in templates too
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _hidden(ch: str) -> bool:
+    import unicodedata
+
+    return ch != "\t" and (unicodedata.category(ch) in _INVISIBLE or ch in _BLANK_LETTERS)
 
 
 def printable(text: str) -> str:
     """``text`` for a terminal line: control, format (bidi overrides, zero-width), surrogate and line-separator
     characters shown as ``\\xNN``/``\\uNNNN`` escapes. A template name or key from a hostile file can hold a
     newline, an ANSI escape or U+202E; printed raw they forge report lines or reorder what the reader sees."""
-    import unicodedata
-
-    if text.isprintable():
+    if text.isprintable() and not _BLANK_LETTERS.intersection(text):
         return text
+    return "".join(_escape(ch) if _hidden(ch) else ch for ch in text)
+
+
+# the SGR sequences gguftpl's own colours use (click.style: reset, bold, reverse, the foreground colours and
+# their resets); anything else, such as conceal (8) or an OSC title, is escaped even in coloured output
+_OWN_SGR = re.compile(r"\x1b\[(?:0|1|2|4|7|22|24|27|3[0-7]|39|9[0-7])m")
+# GitHub Actions runs a workflow command from any log line that starts with `::` once leading blanks are
+# dropped, and the legacy `##[command]` form from anywhere in a line
+_COMMAND_START = re.compile(r"^(\s*):(?=:)")
+_LEGACY_COMMAND = "##["
+
+
+def terminal_text(text: str, *, keep_sgr: bool = False, commands: bool = False) -> str:
+    """Whole lines of output as a terminal or a CI log may safely show them: each line through
+    :func:`printable` (newlines stay), a line that would start with ``::`` gets its first colon escaped
+    (``\\x3a:``) and ``##[`` becomes ``#\\x23[``, so text quoted from a model file cannot run a GitHub
+    workflow command. Idempotent. ``keep_sgr`` lets gguftpl's own colour sequences through; ``commands``
+    leaves line-leading ``::`` alone (the ``github`` report format, whose lines are annotations)."""
     out = []
-    for ch in text:
-        if ch == "\t" or unicodedata.category(ch) not in _INVISIBLE:
-            out.append(ch)
+    for line in text.split("\n"):
+        if keep_sgr and "\x1b" in line:
+            parts, pos = [], 0
+            for m in _OWN_SGR.finditer(line):
+                parts.append(printable(line[pos : m.start()]))
+                parts.append(m.group(0))
+                pos = m.end()
+            parts.append(printable(line[pos:]))
+            line = "".join(parts)
         else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return "".join(out)
+            line = printable(line)
+        if not commands:
+            line = _COMMAND_START.sub(r"\1\\x3a", line, count=1)
+        out.append(line.replace(_LEGACY_COMMAND, "#\\x23["))
+    return "\n".join(out)
+
+
+def json_text(text: str) -> str:
+    """JSON text with every invisible character written as a ``\\uXXXX`` escape: the same JSON value, but a
+    U+202E or a C1 control inside a string no longer reaches the terminal that shows it (``json.dumps``
+    with ``ensure_ascii=False`` escapes only U+0000-U+001F). ``##[`` (a legacy workflow command, which can
+    only be inside a string) is written ``#\\u0023[``."""
+    text = text.replace(_LEGACY_COMMAND, "#\\u0023[")
+    if text.isprintable() and not _BLANK_LETTERS.intersection(text):
+        return text
+
+    def esc(ch: str) -> str:
+        code = ord(ch)
+        if code < 0x10000:
+            return f"\\u{code:04x}"
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+    return "".join(esc(ch) if ch not in "\n\t" and _hidden(ch) else ch for ch in text)

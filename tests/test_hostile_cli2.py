@@ -205,7 +205,8 @@ def test_oversized_tool_schemas_are_one_line_at_once(
 def test_a_tools_file_of_100k_tools_is_one_line_at_once(tmp_path: Path) -> None:
     """Each schema is checked at ~1.5 ms: 100,000 tools ran past a minute before anything was rendered."""
     from gguftpl.errors import ToolSourceError
-    from gguftpl.verify.tools import MAX_TOOLS, load_tools_file
+    from gguftpl.limits import MAX_TOOLS
+    from gguftpl.verify.tools import load_tools_file
 
     path = tmp_path / "tools.json"
     path.write_text(json.dumps([_tool(f"t{i}") for i in range(100_000)]), encoding="utf-8")

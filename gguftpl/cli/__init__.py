@@ -76,7 +76,7 @@ class LazyGroup(click.Group):
             # full disk, permissions, vanished files: the library cleaned up, say what happened
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            where = f" ({one_line(str(exc.filename))})" if getattr(exc, "filename", None) else ""
             click.echo(f"gguftpl: error: {one_line(str(exc.strerror or exc))}{where}", err=True)
             ctx.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.exceptions.Abort):
@@ -99,7 +99,10 @@ class LazyGroup(click.Group):
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split()) or "unknown error"
+    from gguftpl.safeio import terminal_text
+
+    # messages quote file names, template names and server answers: no terminal control gets through
+    return terminal_text(" ".join(text.split())) or "unknown error"
 
 
 def _usage_error(exc: click.ClickException) -> NoReturn:

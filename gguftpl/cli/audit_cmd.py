@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gguftpl.cli.output import echo, echo_json_text
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
@@ -169,8 +170,10 @@ def command(
         report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
+    elif fmt in ("json", "sarif"):
+        echo_json_text(report, nl=False)
     else:
-        click.echo(report, nl=False, color=colored)
+        echo(report, nl=False, color=colored, commands=fmt == "github")
     ctx.exit(0 if exit_zero else run.exit_code(fail_on))
 
 

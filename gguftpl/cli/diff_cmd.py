@@ -3,9 +3,9 @@ discovered, then compare) -> report -> exit code 0 identical, 1 differences, 2 e
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from gguftpl.cli.output import echo, echo_json
 
 
 @click.command("diff")
@@ -56,9 +56,9 @@ def command(
     options = DiffOptions(ignore_whitespace=ignore_whitespace, behaviour=not no_behaviour, context=context)
     result = diff(file, source, options)
     for w in result.upstream.warnings:
-        click.echo(f"gguftpl: {w}", err=True)
+        echo(f"gguftpl: {w}", err=True)
     if fmt == "json":
-        click.echo(json.dumps(diff_data(result), indent=2, ensure_ascii=False))
+        echo_json(diff_data(result))
     else:
-        click.echo(diff_text(result), nl=False)
+        echo(diff_text(result), nl=False)
     raise SystemExit(0 if result.identical else 1)

@@ -3,11 +3,11 @@ exact bytes with --raw)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from gguftpl.cli.output import echo, echo_json
 from gguftpl.errors import UsageError
 
 
@@ -36,7 +36,10 @@ def command(
     if repos:
         from gguftpl.gguf.remote import repo_file_specs
 
-        files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r))
+        unsafe: list[tuple[str, str]] = []
+        files = tuple(files) + tuple(spec for r in repos for spec in repo_file_specs(r, unsafe=unsafe))
+        for name, why in unsafe:  # never requested: a name like ../../x.gguf reaches outside the repo
+            echo(f"gguftpl: warning: not reading {name!r} from the repo listing: {why}", err=True)
         if not files:
             raise UsageError("no GGUF files in " + ", ".join(repos))
     if not files:
@@ -51,7 +54,11 @@ def command(
         return
     if fmt == "json":
         payload = {"schema_version": SCHEMA_VERSION, "files": [info for info, _ in reports]}
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+        echo_json(payload)
         return
+    color = sys.stdout.isatty()
     for info, ts in reports:
-        click.echo(inspect_text(info, ts, template_name, style=click.style))
+        if color:
+            echo(inspect_text(info, ts, template_name, style=click.style), color=None)
+        else:
+            echo(inspect_text(info, ts, template_name))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gguftpl.cli.output import echo
 from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -128,7 +129,13 @@ def upstream_source(
     help="With --tools-in-default: write even when a probe prompt of the new default differs (shown).",
 )
 @click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
-@click.option("--no-audit", is_flag=True, help="Skip the before/after audit.")
+@click.option("--no-audit", is_flag=True, help="Skip the before/after report (the check for new errors still runs).")
+@click.option(
+    "--allow-new-errors",
+    is_flag=True,
+    help="Write even when the new templates add error findings (GT102 does not parse, GT4xx unsafe such as a "
+    "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
+)
 def command(
     file: str,
     out: str | None,
@@ -146,12 +153,14 @@ def command(
     no_audit: bool,
     tools_in_default: bool = False,
     accept_differences: bool = False,
+    allow_new_errors: bool = False,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
     REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
-    gguftpl.patch.* and the output is re-audited: the findings before and after are shown.
+    gguftpl.patch.* and the output is re-audited: the findings before and after are shown. A patch whose
+    templates would add error findings is refused before anything is written (--allow-new-errors).
 
     --tools-in-default (alone, or after --from-hub/--from-catalog) rewrites the default so that runtimes
     reading only tokenizer.chat_template get the tools too; the new default is rendered on probe conversations
@@ -161,7 +170,13 @@ def command(
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
-    options = PatchOptions(in_place=in_place, force=force, provenance=not no_provenance, audit=not no_audit)
+    options = PatchOptions(
+        in_place=in_place,
+        force=force,
+        provenance=not no_provenance,
+        audit=not no_audit,
+        allow_new_errors=allow_new_errors,
+    )
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates)
     if accept_differences and not tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
@@ -183,17 +198,17 @@ def command(
     if source is not None:
         plan = plan_upstream_patch(file, source, only=list(only) or None, remove=remove, provenance=options.provenance)
         for w in plan.warnings:
-            click.echo(f"gguftpl: {w}", err=True)
-        click.echo(f"{file}: {plan.how_found}")
+            echo(f"gguftpl: {w}", err=True)
+        echo(f"{file}: {plan.how_found}")
     else:
         plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
-    click.echo(plan_text(plan), nl=False)
+    echo(plan_text(plan), nl=False)
     if dry_run:
-        click.echo("dry run: nothing written")
+        echo("dry run: nothing written")
         return
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
-    click.echo(result_text(result), nl=False)
+    echo(result_text(result), nl=False)
 
 
 def _tools_in_default(
@@ -216,18 +231,18 @@ def _tools_in_default(
         resolve_output(file, out, in_place=options.in_place, force=options.force)
     plan, made = plan_tools_in_default(file, source, only=list(only) or None, provenance=options.provenance)
     for w in plan.warnings:
-        click.echo(f"gguftpl: {w}", err=True)
+        echo(f"gguftpl: {w}", err=True)
     if source is not None:
-        click.echo(f"{file}: {plan.how_found}")
-    click.echo(plan_text(plan), nl=False)
+        echo(f"{file}: {plan.how_found}")
+    echo(plan_text(plan), nl=False)
     if made is None:
-        click.echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
+        echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
     else:
-        click.echo(made.proof.text(), nl=False)
+        echo(made.proof.text(), nl=False)
         refuse_unless_accepted(made, accept)
     if dry_run:
-        click.echo("dry run: nothing written")
+        echo("dry run: nothing written")
         return
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress, tools_default=made)
-    click.echo(result_text(result), nl=False)
+    echo(result_text(result), nl=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from gguftpl.safeio import printable
+
 __all__ = ["TerminalProgress"]
 
 
@@ -24,7 +26,7 @@ class TerminalProgress:
         n = len(str(total))
         bar_w = 20
         filled = bar_w * done // max(total, 1)
-        line = f"[{'#' * filled}{'.' * (bar_w - filled)}] {done:>{n}}/{total} {label}"[:100]
+        line = f"[{'#' * filled}{'.' * (bar_w - filled)}] {done:>{n}}/{total} {printable(label)}"[:100]
         self.stream.write("\r" + line.ljust(self._width))
         self.stream.flush()
         self._width = len(line)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gguftpl.cli.output import echo
 from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options, tool_source_options
 
 
@@ -36,7 +37,12 @@ from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options,
     help="hf: transformers semantics; llamacpp: llama.cpp's own engine (needs xllamacpp).",
 )
 @click.option("--load-weights", is_flag=True, help="llamacpp engine: load the real file instead of a stand-in.")
-@click.option("--raw", is_flag=True, help="Print only the prompt, byte for byte, with no marks or notes.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print only the prompt, byte for byte, with no line numbers, marks or notes (control characters "
+    "included: otherwise they are shown as escapes).",
+)
 @click.option("--color/--no-color", default=None, help="Highlight the tool schemas (default: only on a terminal).")
 @tool_source_options
 def command(
@@ -74,25 +80,40 @@ def command(
         sys.stdout.flush()
         return
     use = color if color is not None else sys.stdout.isatty()
-    click.echo(_highlight(result.prompt, result.spans) if use else result.prompt, color=use)
-    click.echo(f"--- engine: {result.engine}; template: {result.template}", err=False)
+    echo(quoted_prompt(result.prompt, result.spans if use else []), color=use)
+    echo(f"--- engine: {result.engine}; template: {result.template}")
     for note in result.notes:
-        click.echo(f"--- note: {note}")
+        echo(f"--- note: {note}")
     if result.tools:
-        click.echo(_tool_note(result.spans))
+        echo(_tool_note(result.spans))
 
 
-def _highlight(prompt: str, spans: list[Any]) -> str:
-    marks = sorted({(s.start, s.start + len(s.text)) for s in spans if s.found})
-    out, pos = [], 0
-    for start, end in marks:
+def quoted_prompt(prompt: str, spans: list[Any]) -> str:
+    """The prompt behind a line-number gutter, control and invisible characters shown as escapes, the tool
+    pieces in ``spans`` highlighted: a prompt line can never pass for one of gguftpl's own lines, start a
+    GitHub workflow command or drive the terminal (``--raw`` gives the exact bytes)."""
+    from gguftpl.safeio import printable
+
+    pieces: list[tuple[str, bool]] = []
+    pos = 0
+    for start, end in sorted({(s.start, s.start + len(s.text)) for s in spans if s.found}):
         if start < pos:
             continue
-        out.append(prompt[pos:start])
-        out.append(click.style(prompt[start:end], reverse=True, bold=True))
+        pieces += [(prompt[pos:start], False), (prompt[start:end], True)]
         pos = end
-    out.append(prompt[pos:])
-    return "".join(out)
+    pieces.append((prompt[pos:], False))
+    lines: list[list[str]] = [[]]
+    for text, marked in pieces:
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                lines.append([])
+            if part:  # styled line by line, so the gutter never takes the highlight
+                shown = printable(part)
+                lines[-1].append(click.style(shown, reverse=True, bold=True) if marked else shown)
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()  # the prompt's final newline ends the last line; it opens no new one
+    width = len(str(len(lines)))
+    return "\n".join(f"{n:>{width}} | {''.join(parts)}" for n, parts in enumerate(lines, 1))
 
 
 def _tool_note(spans: list[Any]) -> str:

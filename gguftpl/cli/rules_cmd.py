@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from gguftpl.cli.output import echo, echo_json, echo_json_text
 from gguftpl.errors import UsageError
 
 
@@ -22,12 +21,15 @@ def command(rule: str | None, fmt: str) -> None:
 
     if rule is None:
         rules = all_rules()
-        click.echo(rules_json(rules) if fmt == "json" else rule_table(rules), nl=False)
+        if fmt == "json":
+            echo_json_text(rules_json(rules), nl=False)
+        else:
+            echo(rule_table(rules), nl=False)
         return
     found = find_rule(rule)
     if found is None:
         raise UsageError(f"unknown rule {rule!r} (run `gguftpl rules` for the list)")
     if fmt == "json":
-        click.echo(json.dumps(rule_json(found), indent=2, ensure_ascii=False))
+        echo_json(rule_json(found))
     else:
-        click.echo(rule_page(found), nl=False)
+        echo(rule_page(found), nl=False)

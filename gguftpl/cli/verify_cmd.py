@@ -6,11 +6,11 @@ Exit codes: 0 every stage passed; 1 a stage failed; 2 usage error, unreadable fi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+from gguftpl.cli.output import echo, echo_json
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -139,9 +139,9 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         data = result.to_dict(with_data=with_data)
         if view is not None:
             data["runtimes"] = view.to_list()
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        echo_json(data)
     else:
-        click.echo(_text(result, view))
+        echo(_text(result, view), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 
@@ -177,10 +177,11 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
                 raise ToolSourceError(f"the model called {name!r}, which is none of the tools offered")
             return sources.dispatch(tool, arguments)
 
-    return LiveRun(options, dispatch, progress=lambda msg: click.echo(msg, err=True))
+    return LiveRun(options, dispatch, progress=lambda msg: echo(msg, err=True))
 
 
 def _text(result: Any, view: Any = None) -> str:
+    from gguftpl.safeio import printable
     from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
 
     if result.load_weights:
@@ -192,13 +193,13 @@ def _text(result: Any, view: Any = None) -> str:
     t = result.timings.get("total_s")
     if t is not None:
         how += f", {t:.1f} s"
-    lines = [f"{result.path}: llama.cpp (xllamacpp, {how})"]
+    lines = [f"{printable(result.path)}: llama.cpp (xllamacpp, {how})"]
     for i, st in enumerate(result.stages, 1):
         mark = click.style(_MARK.get(st.status, st.status.upper()), fg=_COLOR.get(st.status), bold=True)
         num = f"{i}." if st.name in CORE_STAGES else "  "
         lines.append(f"  {mark} {num} {st.name}")
         for ev_line in st.evidence.splitlines() or [""]:
-            lines.append(f"          {ev_line}")
+            lines.append(f"          {printable(ev_line)}")
     if view is not None:
         lines += _runtime_lines(view)
     failed = [s.name for s in result.stages if not s.ok]

@@ -32,6 +32,7 @@ __all__ = [
     "Describe",
     "RemoteSource",
     "RemoteStats",
+    "failed_host",
 ]
 
 DEFAULT_INITIAL_CHUNK = 256 * 1024
@@ -377,6 +378,26 @@ def _content_range(value: str | None) -> tuple[int | None, int | None]:
     return total, int(m.group(1))
 
 
+def failed_host(exc: BaseException, url: str) -> str:
+    """The host that failed: where a redirect led (the request or response an error in ``exc``'s chain
+    carries), said with the host first asked when they differ; else the host of ``url``."""
+    asked = urlsplit(url).netloc
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        for attr in ("request", "response"):
+            try:  # httpx raises RuntimeError for an error built without its request
+                target = getattr(getattr(cur, attr, None), "url", None)
+            except RuntimeError:
+                target = None
+            failed = urlsplit(str(target)).netloc if target is not None else ""
+            if failed:
+                return f"{failed} (redirected from {asked})" if failed != asked else asked
+        cur = cur.__cause__ or cur.__context__
+    return asked
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -390,7 +411,7 @@ def _generic_hub_error(
         return HubError(f"{hubenv.OFFLINE_IS_SET}: cannot read {name}")
     if isinstance(exc, HubError):
         return exc
-    host = urlsplit(url).netloc
+    host = failed_host(exc, url)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
     if status is not None:

@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from gguftpl import hubenv
+from gguftpl import hubenv, limits
 from gguftpl.errors import HubError
+from gguftpl.safeio import printable
 
-__all__ = ["HubFileRef", "HubRepoRef", "is_remote", "parse_remote", "parse_repo_spec"]
+__all__ = ["HubFileRef", "HubRepoRef", "is_remote", "parse_remote", "parse_repo_spec", "unsafe_repo_path"]
 
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 _REPO_TYPE_PREFIX = {"datasets": "dataset", "spaces": "space"}
@@ -167,3 +168,24 @@ def parse_repo_spec(spec: str) -> HubRepoRef:
         s = "/".join(segs)
     _check_repo_id(s, spec)
     return HubRepoRef(s, rev or None, repo_type, endpoint)
+
+
+def unsafe_repo_path(path: str) -> str | None:
+    """Why a file path from a repo listing must never be requested, or None when it is an ordinary path.
+
+    A listing comes from the server: ``../../x.gguf`` in it would be resolved against the URL and fetch a
+    file outside the repo (with the user's token); an absolute path, a backslash, an empty or ``.``
+    segment, a control character or a name longer than any the Hub allows are no repo file either."""
+    if not path:
+        return "an empty name"
+    if len(path) > limits.MAX_REPO_FILE_NAME:
+        return f"a name of {len(path):,} characters (more than {limits.MAX_REPO_FILE_NAME:,})"
+    if path.startswith("/"):
+        return "an absolute path"
+    if "\\" in path:
+        return "a backslash in the name"
+    if any(seg in ("", ".", "..") for seg in path.split("/")):
+        return "a '..', '.' or empty path segment (outside the repo)"
+    if printable(path) != path:
+        return "control or invisible characters in the name"
+    return None

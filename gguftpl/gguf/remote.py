@@ -14,16 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from gguftpl import hubenv
+from gguftpl import hubenv, limits
 from gguftpl.errors import HubError
 from gguftpl.gguf.httpsource import DEFAULT_INITIAL_CHUNK, DEFAULT_MAX_CHUNK, Describe, RemoteSource, RemoteStats
-from gguftpl.gguf.hubref import HubFileRef, HubRepoRef, parse_remote, parse_repo_spec
+from gguftpl.gguf.hubref import HubFileRef, HubRepoRef, parse_remote, parse_repo_spec, unsafe_repo_path
 from gguftpl.gguf.reader import GGUFHeader, read_header
 from gguftpl.gguf.shards import ShardInfo, shard_info
+from gguftpl.remotebounds import run_bounded
 
 __all__ = [
     "GGUF_SUFFIX",
     "RemoteRead",
+    "RepoListing",
     "list_repo_ggufs",
     "open_remote",
     "open_remote_header",
@@ -204,17 +206,26 @@ def read_remote_header(
     """Read the header of a remote GGUF with Range requests (``GGUFFormatError`` / ``HubError`` on failure).
 
     Only the header is fetched (plus at most one read-ahead chunk); lazy arrays decode from the buffered
-    bytes, so nothing more is fetched after this returns.
+    bytes, so nothing more is fetched after this returns. The whole read has one deadline
+    (``gguftpl.remotebounds``), however slowly the server answers.
     """
-    src, ref, shard, notes = open_remote(
-        spec,
-        endpoint=endpoint,
-        token=token,
-        initial_chunk=initial_chunk,
-        max_chunk=max_chunk,
-        retries=retries,
-        follow_shards=follow_shards,
+    label = spec.spec if isinstance(spec, HubFileRef) else spec
+    return run_bounded(
+        f"reading {label}",
+        lambda: _read_remote_header(
+            spec,
+            endpoint=endpoint,
+            token=token,
+            initial_chunk=initial_chunk,
+            max_chunk=max_chunk,
+            retries=retries,
+            follow_shards=follow_shards,
+        ),
     )
+
+
+def _read_remote_header(spec: str | HubFileRef, *, follow_shards: bool, **kwargs: Any) -> RemoteRead:
+    src, ref, shard, notes = open_remote(spec, follow_shards=follow_shards, **kwargs)
     try:
         # keep_open: header._source stays set, so the raw metadata bytes remain readable from the buffer
         # (RemoteSource.read_range serves them after close()); a cut-short stream is closed right here
@@ -269,10 +280,23 @@ def _listing_error(ref: HubRepoRef, rev: str, exc: BaseException) -> HubError:
     return HubError(f"cannot list {ref.spec}: {detail[:200]}")
 
 
+@dataclass(frozen=True)
+class RepoListing:
+    """The GGUFs of a Hub repo at one commit."""
+
+    ref: HubRepoRef
+    commit: str | None
+    files: list[tuple[str, int | None]]
+    """(path in the repo, size) of every ``*.gguf`` whose path is safe to request."""
+    unsafe: list[tuple[str, str]] = field(default_factory=list)
+    """(path, why) of the listed ``*.gguf`` paths that are never requested (``hubref.unsafe_repo_path``)."""
+
+
 def list_repo_ggufs(
     repo: str | HubRepoRef, *, endpoint: str | None = None, token: str | bool | None = None
-) -> tuple[HubRepoRef, str | None, list[tuple[str, int | None]]]:
-    """(repo ref, commit sha, [(path, size)]) of every ``*.gguf`` in the repo at its revision.
+) -> RepoListing:
+    """Every ``*.gguf`` of the repo at its revision; a path that is no safe repo path (``../../x.gguf``) is
+    set apart, never requested.
 
     Two requests: the revision (to pin the commit, so every header comes from the same snapshot) and the
     recursive tree."""
@@ -284,30 +308,50 @@ def list_repo_ggufs(
     ep = hubenv.endpoint(endpoint or ref.endpoint)
     api = HfApi(endpoint=ep, token=hubenv.token(token), library_name="gguftpl")
     rev = ref.revision or "main"
-    try:
+
+    def listing() -> tuple[str | None, list[tuple[str, int | None]]]:
         info = api.repo_info(ref.repo_id, revision=rev, repo_type=ref.repo_type)
         sha: str | None = getattr(info, "sha", None)
         items = api.list_repo_tree(ref.repo_id, recursive=True, revision=sha or rev, repo_type=ref.repo_type)
-        files = [
+        return sha, [
             (str(it.path), getattr(it, "size", None))
             for it in items
             if str(getattr(it, "path", "")).lower().endswith(GGUF_SUFFIX) and hasattr(it, "blob_id")
         ]
+
+    try:
+        sha, files = run_bounded(f"listing {ref.spec}", listing, max_bytes=lambda url: limits.MAX_HUB_API_BYTES)
     except HubError:
         raise
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's typed errors, mapped to one line
         raise _listing_error(ref, rev, exc) from None
-    return HubRepoRef(ref.repo_id, ref.revision, ref.repo_type, ep), sha, files
+    safe: list[tuple[str, int | None]] = []
+    unsafe: list[tuple[str, str]] = []
+    for name, size in files:
+        why = unsafe_repo_path(name)
+        if why is None:
+            safe.append((name, size))
+        else:
+            unsafe.append((name, why))
+    return RepoListing(HubRepoRef(ref.repo_id, ref.revision, ref.repo_type, ep), sha, safe, unsafe)
 
 
 def repo_file_specs(
-    repo: str | HubRepoRef, *, endpoint: str | None = None, token: str | bool | None = None
+    repo: str | HubRepoRef,
+    *,
+    endpoint: str | None = None,
+    token: str | bool | None = None,
+    unsafe: list[tuple[str, str]] | None = None,
 ) -> list[str]:
     """``hf://ORG/REPO/FILE@COMMIT`` for every GGUF of the repo whose header holds metadata (later shards
-    of a split GGUF are left out: their first shard speaks for them). For ``inspect --repo``."""
-    ref, sha, files = list_repo_ggufs(repo, endpoint=endpoint, token=token)
+    of a split GGUF are left out: their first shard speaks for them). For ``inspect --repo``. Listed paths
+    that are not safe to request are added to ``unsafe`` as (path, why)."""
+    listing = list_repo_ggufs(repo, endpoint=endpoint, token=token)
+    ref, sha = listing.ref, listing.commit
+    if unsafe is not None:
+        unsafe.extend(listing.unsafe)
     out = []
-    for name, _ in sorted(files):
+    for name, _ in sorted(listing.files):
         shard = shard_info(name)
         if shard is None or shard.is_first:
             spec = ref.file(name, sha or ref.revision)

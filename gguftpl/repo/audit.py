@@ -25,7 +25,15 @@ from gguftpl.findings import Finding, Location, Rule, Severity, get_rule, make_f
 from gguftpl.gguf.httpsource import DEFAULT_INITIAL_CHUNK, DEFAULT_MAX_CHUNK
 from gguftpl.gguf.hubref import HubFileRef, HubRepoRef, is_remote
 from gguftpl.gguf.remote import GGUF_SUFFIX, RemoteRead, list_repo_ggufs, read_remote_header
-from gguftpl.repo.facts import QuantEntry, QuantSummary, RepoFacts, check_repo, plan_entries, summarize
+from gguftpl.repo.facts import (
+    QuantEntry,
+    QuantSummary,
+    RepoFacts,
+    check_repo,
+    plan_entries,
+    summarize,
+    unsafe_entry,
+)
 from gguftpl.repo.upstream import upstream_facts
 from gguftpl.report.context import ReportContext
 
@@ -179,7 +187,8 @@ def audit_hub_repo(
     ``HubError``: a repo audit that skipped files must not pass."""
     start = time.perf_counter()
     s = _settings(jobs, options, upstream, endpoint, token, cache_dir, progress)
-    ref, sha, files = list_repo_ggufs(repo, endpoint=endpoint, token=token)
+    listing = list_repo_ggufs(repo, endpoint=endpoint, token=token)
+    ref, sha = listing.ref, listing.commit
     commit = sha or ref.revision
 
     def fetch(e: QuantEntry) -> tuple[Any, dict[str, Any] | None]:
@@ -193,9 +202,11 @@ def audit_hub_repo(
         )
         return rr.header, rr.remote_dict()
 
-    entries = plan_entries(files, lambda name: ref.file(name, commit).spec)
+    entries = plan_entries(listing.files, lambda name: ref.file(name, commit).spec)
     entries, analyses = _audit_entries(entries, fetch, s)
     target = f"hf://{ref.spec.split('@')[0]}@{commit or 'main'}"
+    # a name the listing gave that is no safe repo path is never requested: a finding about the repo (GT557)
+    entries += [unsafe_entry(target, name, why) for name, why in listing.unsafe]
     result = _finish(target, "hub", entries, replace(s, endpoint=ref.endpoint), start, analyses)
     result.revision = sha
     result.requested_revision = ref.revision or "main"

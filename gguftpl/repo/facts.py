@@ -34,6 +34,7 @@ __all__ = [
     "same_text",
     "summarize",
     "template_names",
+    "unsafe_entry",
 ]
 
 
@@ -78,6 +79,8 @@ class QuantEntry:
     """The ``"remote"`` object of a Hub read (url, bytes_fetched, requests, revision …)."""
     audit: Any = None
     """``gguftpl.audit.FileAudit`` of this file."""
+    unsafe: str | None = None
+    """Why the listed name is no safe repo path (``../../x.gguf``); such an entry is never read."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +95,7 @@ class QuantEntry:
             "special": dict(self.special),
             "upstream_repo": self.upstream_repo,
             "remote": None if self.remote is None else dict(self.remote),
+            **({"unsafe": self.unsafe} if self.unsafe else {}),
         }
 
 
@@ -105,6 +109,11 @@ def plan_entries(names: Iterable[tuple[str, int | None]], label_of: Callable[[st
             skipped = f"shard {shard.number} of {shard.count}: the metadata is in {shard.first}"
         out.append(QuantEntry(label=label_of(name), name=name, size=size, shard=shard, skipped=skipped))
     return out
+
+
+def unsafe_entry(target: str, name: str, why: str) -> QuantEntry:
+    """An entry for a listed name that is never requested: reported under the repo, never built into a URL."""
+    return QuantEntry(label=target, name=name, skipped=f"not read: {why}", unsafe=why)
 
 
 # Metadata that differs between quants of one model and that the summary never reads.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gguftpl.report._common import GITHUB_LEVEL, repo_context, where
+from gguftpl.safeio import terminal_text
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
@@ -16,7 +17,10 @@ if TYPE_CHECKING:
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # the runner's escapes, then every other control or invisible character (an OSC title set in a file
+    # name) shown as an escape, and a legacy `##[command]` inside the text defused
+    one_line = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return terminal_text(one_line, commands=True)
 
 
 def escape_property(text: str) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from gguftpl.findings import Finding
 from gguftpl.report import tool_version
 from gguftpl.report._common import plain, template_dict
+from gguftpl.safeio import json_text
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
@@ -89,4 +90,4 @@ class JSONFormatter:
         self.indent = indent
 
     def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
-        return json.dumps(run_dict(run, context), indent=self.indent, ensure_ascii=False) + "\n"
+        return json_text(json.dumps(run_dict(run, context), indent=self.indent, ensure_ascii=False)) + "\n"

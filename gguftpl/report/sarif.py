@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gguftpl.findings import Finding, Rule
 from gguftpl.report import tool_version
 from gguftpl.report._common import SARIF_LEVEL, plain, repo_context, rule_of
+from gguftpl.safeio import json_text
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
@@ -143,7 +144,7 @@ class SARIFFormatter:
         if props:
             sarif_run["properties"] = props
         log = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [sarif_run]}
-        return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+        return json_text(json.dumps(log, indent=2, ensure_ascii=False)) + "\n"
 
 
 def _context_properties(context: ReportContext | None) -> dict[str, Any]:

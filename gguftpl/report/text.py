@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Severity
 from gguftpl.report._common import where
-from gguftpl.safeio import printable
+from gguftpl.safeio import printable, terminal_text
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun, FileAudit
@@ -60,14 +60,16 @@ class TextFormatter:
         lines.append(self._summary(run))
         if context is not None:
             lines.extend(_remote_footer(context))
-        return "\n".join(lines) + "\n"
+        # every piece from a file is escaped already; this also defuses a line that would start a workflow
+        # command in a CI log (a file path that starts with `::`), in a report written with -o too
+        return terminal_text("\n".join(lines), keep_sgr=self.color) + "\n"
 
     def _file(self, fa: FileAudit) -> list[str]:
         out = [self._s(printable(fa.path), bold=True)]
         out.extend(f"  note: {printable(note)}" for note in fa.notes)
         if fa.upstream_repo:
             how = f" ({fa.upstream_how})" if fa.upstream_how else ""
-            out.append(f"  upstream: {fa.upstream_repo}{how}")
+            out.append(f"  upstream: {printable(fa.upstream_repo)}{printable(how)}")
         out.extend(self._runtimes(fa))
         by_template: dict[str | None, list[Finding]] = {}
         for f in fa.findings:

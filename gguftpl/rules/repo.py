@@ -15,6 +15,7 @@ from typing import Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
 from gguftpl.repo.facts import QuantEntry, RepoFacts, freeze, majority, same_text, template_names
+from gguftpl.safeio import printable
 
 REPO_TEMPLATE_MISSING = register(
     Rule(
@@ -120,7 +121,38 @@ REPO_MODELS_GROUPED = register(
 )
 
 
+REPO_UNSAFE_NAME = register(
+    Rule(
+        "GT557",
+        "repo-unsafe-file-name",
+        Severity.ERROR,
+        "The repo's file listing names a GGUF by a path that is not a file of the repo (`../../x.gguf`, an "
+        "absolute path, control characters); it was not read.",
+        why=(
+            "Resolved against the repo's URL, `../../x.gguf` requests a file outside the repo on the Hub's host, "
+            "with the user's token; a real Hub never lists such a name, so the listing (or a mirror) is hostile."
+        ),
+        example="The tree listing holds `../../x.gguf` beside `model-Q4_K_M.gguf`.",
+        fix="Do not trust this repo or mirror; the other files were audited as usual.",
+    )
+)
+
+
 # --------------------------------------------------------------------------------------------- checks
+
+
+@check(REPO_UNSAFE_NAME, "repo")
+def unsafe_names(repo: RepoFacts) -> Iterator[Finding]:
+    for e in repo.quants:
+        if e.unsafe:
+            yield make_finding(
+                REPO_UNSAFE_NAME,
+                f"the listing names {printable(repr(e.name))}: {e.unsafe}; not requested",
+                Location(file=repo.target),
+                evidence=printable(e.name[:500]),
+                name=e.name,
+                **repo.concerning([]),
+            )
 
 
 @check(REPO_SPLIT_INCOMPLETE, "repo")

@@ -1,4 +1,4 @@
-"""GT4xx: unsafe templates: sandbox escapes, hidden triggers, invisible characters, render bombs."""
+"""GT4xx: unsafe templates: sandbox escapes, hidden triggers, invisible and control characters, render bombs."""
 
 from __future__ import annotations
 
@@ -86,6 +86,9 @@ def hidden_trigger(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         )
 
 
+CONTROL_KINDS = ("escape", "control")
+"""Issue kinds of ``templates.safety.control_characters``, reported by GT406 rather than GT403."""
+
 INVISIBLE_UNICODE = register(
     Rule(
         "GT403",
@@ -102,6 +105,8 @@ INVISIBLE_UNICODE = register(
 @check(INVISIBLE_UNICODE, "template")
 def invisible_unicode(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     for i in t.invisible:
+        if i.kind in CONTROL_KINDS:
+            continue  # GT406
         yield ctx.finding(
             INVISIBLE_UNICODE,
             f"invisible character {i.detail}",
@@ -197,3 +202,34 @@ def huge_range(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     for i in t.static.sandbox if t.static is not None else ():
         if i.kind == "range":
             yield ctx.finding(HUGE_RANGE, f"huge range: {i.detail}", t, line=i.line, evidence=i.evidence)
+
+
+CONTROL_CHARACTERS = register(
+    Rule(
+        "GT406",
+        "control-characters",
+        Severity.WARNING,
+        "The template contains control characters: ESC (an error: it starts terminal escape sequences), other "
+        "C0/C1 controls, DEL, or a carriage return outside a CRLF.",
+        why="No chat template needs them. ESC sequences in a prompt or a log drive the terminal that shows it "
+        "(set its title, write the clipboard with OSC 52, hide or overwrite lines); the model sees bytes the "
+        "reviewer does not.",
+        example="`{{ '\\x1b]0;pwned\\x07' }}` written as raw bytes inside the template.",
+        fix="Remove the characters, or replace the template with the upstream one.",
+    )
+)
+
+
+@check(CONTROL_CHARACTERS, "template")
+def control_characters(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    for i in t.invisible:
+        if i.kind in CONTROL_KINDS:
+            yield ctx.finding(
+                CONTROL_CHARACTERS,
+                f"control character {i.detail}",
+                t,
+                line=i.line,
+                column=i.column,
+                evidence=i.evidence,
+                severity=Severity.ERROR if i.kind == "escape" else None,
+            )

@@ -7,6 +7,7 @@ None of these need rendering; they read the jinja2 AST and the raw text. Renderi
 from __future__ import annotations
 
 import operator
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,8 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\
 @dataclass
 class Issue:
     kind: str
-    """``dunder``, ``gadget``, ``range``, ``recursion``, ``trigger``, ``invisible``, ``bidi``."""
+    """``dunder``, ``gadget``, ``range``, ``recursion``, ``trigger``, ``invisible``, ``bidi``, ``nul``, ``escape``,
+    ``control``."""
     line: int | None
     column: int | None
     evidence: str
@@ -287,7 +289,7 @@ def _reads_content(expr: Any) -> bool:
 
 
 def invisible_characters(text: str) -> list[Issue]:
-    out: list[Issue] = []
+    out: list[Issue] = control_characters(text)
     nul_seen = False
     for lineno, line in enumerate(text.splitlines(), 1):
         for col, ch in enumerate(line, 1):
@@ -313,6 +315,60 @@ def invisible_characters(text: str) -> list[Issue]:
                     Issue("invisible", lineno, col, line.strip()[:200], f"U+{ord(ch):04X} {unicodedata.name(ch, '?')}")
                 )
     return out
+
+
+# C0 controls but tab, newline and CR of a CRLF (NUL is its own issue), DEL, the C1 controls, and a lone CR
+_CONTROL_RE = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+# what starts a terminal escape sequence: ESC, and the 8-bit CSI, OSC, DCS, PM and APC
+TERMINAL_ESCAPES = frozenset("\x1b\x9b\x9d\x90\x9e\x9f")
+
+
+def control_characters(text: str) -> list[Issue]:
+    """One issue per distinct control character (kind ``escape`` for what starts a terminal escape sequence,
+    else ``control``): where it first appears and how often.
+    ``splitlines`` would split at most of them, so lines are counted by ``\\n`` here."""
+    first: dict[str, tuple[int, int, int]] = {}
+    counts: dict[str, int] = {}
+    for m in _CONTROL_RE.finditer(text):
+        ch = m.group(0)
+        counts[ch] = counts.get(ch, 0) + 1
+        if ch not in first:
+            start = text.rfind("\n", 0, m.start()) + 1
+            first[ch] = (text.count("\n", 0, m.start()) + 1, m.start() - start + 1, start)
+    out = []
+    for ch, (line, col, start) in first.items():
+        end = text.find("\n", start)
+        shown = text[start : end if end >= 0 else len(text)].strip()[:200]
+        name = _control_name(ch)
+        times = f", {counts[ch]:,} times" if counts[ch] > 1 else ""
+        kind = "escape" if ch in TERMINAL_ESCAPES else "control"
+        out.append(Issue(kind, line, col, shown, f"U+{ord(ch):04X} {name}{times}"))
+    return out
+
+
+_C0 = (
+    "START OF HEADING|START OF TEXT|END OF TEXT|END OF TRANSMISSION|ENQUIRY|ACKNOWLEDGE|BELL|BACKSPACE|"
+    "CHARACTER TABULATION|LINE FEED|LINE TABULATION|FORM FEED|CARRIAGE RETURN|SHIFT OUT|SHIFT IN|"
+    "DATA LINK ESCAPE|DEVICE CONTROL ONE|DEVICE CONTROL TWO|DEVICE CONTROL THREE|DEVICE CONTROL FOUR|"
+    "NEGATIVE ACKNOWLEDGE|SYNCHRONOUS IDLE|END OF TRANSMISSION BLOCK|CANCEL|END OF MEDIUM|SUBSTITUTE|ESCAPE|"
+    "INFORMATION SEPARATOR FOUR|INFORMATION SEPARATOR THREE|INFORMATION SEPARATOR TWO|INFORMATION SEPARATOR ONE"
+).split("|")
+_C1 = {
+    0x85: "NEXT LINE",
+    0x90: "DEVICE CONTROL STRING",
+    0x9B: "CONTROL SEQUENCE INTRODUCER",
+    0x9D: "OPERATING SYSTEM COMMAND",
+}
+
+
+def _control_name(ch: str) -> str:
+    """unicodedata has no names for control characters, only aliases: the Unicode alias, or the block."""
+    code = ord(ch)
+    if 0 < code < 0x20:
+        return _C0[code - 1]
+    if code == 0x7F:
+        return "DELETE"
+    return _C1.get(code, "C1 CONTROL")
 
 
 def compared_literals(ast: Any, limit: int = 32) -> tuple[list[str], list[str]]:

@@ -14,11 +14,14 @@ Names are sanitised the way ``GGUFWriter.add_chat_template`` does (``[A-Za-z0-9_
 
 from __future__ import annotations
 
+import json
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gguftpl import limits
 from gguftpl.errors import HubError
 
 # Files the comparison needs; patterns as huggingface_hub allow_patterns understands them.
@@ -30,6 +33,12 @@ TEMPLATE_FILES = [
 ]
 SPECIAL_FILES = ["generation_config.json", "special_tokens_map.json"]
 TOKENIZER_JSON = "tokenizer.json"  # big (MBs): fetched only when tokenizer_config has no added tokens
+
+
+def file_bound(name: str) -> int:
+    """The largest upstream file of this name read (``tokenizer.json`` is allowed more)."""
+    return limits.MAX_UPSTREAM_TOKENIZER_BYTES if name == TOKENIZER_JSON else limits.MAX_UPSTREAM_CONFIG_BYTES
+
 
 _NAME_CHARS = set(string.ascii_letters + string.digits)
 
@@ -272,8 +281,7 @@ def _parse_special(tc: dict[str, Any], read: Callable[[str], bytes | None], warn
         raw_tj = read(TOKENIZER_JSON)
         if raw_tj is not None:
             try:
-                tj = _json_file(raw_tj, TOKENIZER_JSON)
-                for v in tj.get("added_tokens", []) if isinstance(tj, dict) else []:
+                for v in added_tokens_json(raw_tj):
                     if isinstance(v, dict) and isinstance(v.get("id"), int) and isinstance(v.get("content"), str):
                         sp.added_tokens[v["id"]] = {"content": v["content"], "special": bool(v.get("special"))}
                 sp.added_tokens_source = TOKENIZER_JSON
@@ -292,3 +300,39 @@ def _parse_special(tc: dict[str, Any], read: Callable[[str], bytes | None], warn
         except HubError as exc:
             warnings.append(str(exc))
     return sp
+
+
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
+
+
+def added_tokens_json(raw: bytes) -> list[Any]:
+    """The top-level ``added_tokens`` array of a ``tokenizer.json``, decoding nothing else: the vocabulary
+    and merges around it are most of the file (a 35 MB file decoded whole costs hundreds of MB). Strings and
+    brackets are scanned to find the key at depth 1; a file without it has no added tokens."""
+    from gguftpl.safeio import check_encodable
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HubError(f"{TOKENIZER_JSON} is not valid JSON: {exc}") from None
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok in "{[":
+            depth += 1
+        elif tok in "}]":
+            depth -= 1
+        elif depth == 1 and tok == '"added_tokens"':
+            colon = _COLON.match(text, m.end())
+            if colon is None:
+                break
+            try:
+                value, _ = json.JSONDecoder().raw_decode(text, colon.end())
+            except (ValueError, RecursionError) as exc:
+                raise HubError(f"{TOKENIZER_JSON} is not valid JSON: {exc}") from None
+            check_encodable(value, what=TOKENIZER_JSON, error=HubError)
+            return value if isinstance(value, list) else []
+    return []
+
+
+_COLON = re.compile(r"\s*:\s*")

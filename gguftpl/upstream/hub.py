@@ -15,14 +15,19 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from gguftpl import hubenv
+from gguftpl import hubenv, limits
 from gguftpl.errors import HubError
+from gguftpl.gguf.httpsource import failed_host
+from gguftpl.remotebounds import RemoteLimitError, run_bounded
+from gguftpl.safeio import read_bytes_bounded
 from gguftpl.upstream.config import (
     SPECIAL_FILES,
     TEMPLATE_FILES,
     TOKENIZER_JSON,
     UpstreamConfig,
+    file_bound,
     parse_upstream_files,
 )
 
@@ -61,7 +66,12 @@ def fetch_upstream(
     url = hubenv.endpoint(endpoint)
     tok = hubenv.token(token)
     try:
-        return _fetch(repo_id, revision, url, tok, hubenv.cache_dir(cache_dir), offline)
+        folder = hubenv.cache_dir(cache_dir)
+        return run_bounded(
+            f"reading {repo_id}@{revision or 'main'}",
+            lambda: _fetch(repo_id, revision, url, tok, folder, offline),
+            max_bytes=upstream_file_bound,
+        )
     except _Unreachable as exc:
         if catalog_fallback:
             from gguftpl.upstream.catalog import fallback_entry
@@ -79,6 +89,19 @@ def fetch_upstream(
 
 class _Unreachable(Exception):
     """Network down, offline with a cold cache, connection dropped: the catalog may stand in."""
+
+
+def upstream_file_bound(url: str) -> int:
+    """The largest body fetched from ``url`` while reading an upstream: a config file or template, the
+    bigger ``tokenizer.json``, an API answer; a download redirected to a CDN (named by its hash) gets the
+    largest of them, its size having been checked at the Hub's redirect already."""
+    path = urlsplit(url).path
+    name = unquote(path.rsplit("/", 1)[-1])
+    if "/api/" in path:
+        return limits.MAX_HUB_API_BYTES
+    if name == TOKENIZER_JSON or "/resolve/" not in path:
+        return max(limits.MAX_UPSTREAM_TOKENIZER_BYTES, limits.MAX_UPSTREAM_CONFIG_BYTES)
+    return limits.MAX_UPSTREAM_CONFIG_BYTES
 
 
 def _fetch(
@@ -116,8 +139,8 @@ def _fetch(
 
     def read(name: str) -> bytes | None:
         p = snap / name
-        if p.is_file():
-            return p.read_bytes()
+        if p.is_file():  # bounded again: a file cached before the bound, or by another tool
+            return read_bytes_bounded(p, what=f"{where} {name}", error=HubError, limit=file_bound(name))
         if name == TOKENIZER_JSON:
             return _download_optional(hf, repo_id, name, {**kwargs, "revision": sha or rev}, silent, warnings)
         return None
@@ -167,16 +190,25 @@ def _download_optional(
     log.addFilter(quiet)
     try:
         folder = hf.snapshot_download(repo_id, allow_patterns=[name], tqdm_class=silent, **kwargs)
+    except RemoteLimitError as exc:
+        if exc.deadline:
+            raise
+        warnings.append(f"could not read {name}: {_short(exc)}")  # too big: an optional file
+        return None
     except Exception as exc:  # noqa: BLE001 - optional file: a warning, not an error
         warnings.append(f"could not read {name}: {_short(exc)}")
         return None
     finally:
         log.removeFilter(quiet)
     p = Path(folder) / name
-    return p.read_bytes() if p.is_file() else None
+    if not p.is_file():
+        return None
+    return read_bytes_bounded(p, what=f"{repo_id} {name}", error=HubError, limit=file_bound(name))
 
 
 def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) -> None:
+    if isinstance(exc, HubError):  # a remote bound (deadline, size) said it already
+        raise exc
     errors = _import_hub().errors
     name = type(exc).__name__
     if isinstance(exc, errors.GatedRepoError):
@@ -187,20 +219,21 @@ def _raise_classified(exc: Exception, where: str, endpoint: str, offline: bool) 
         raise HubError(f"{where}: revision not found") from None
     if isinstance(exc, errors.RepositoryNotFoundError):
         raise HubError(f"{where}: repository not found at {endpoint} (or private: {hubenv.SET_TOKEN})") from None
+    host = failed_host(exc, endpoint)  # a download redirected elsewhere fails there, not at the Hub
     if isinstance(exc, errors.LocalEntryNotFoundError) or isinstance(exc, errors.OfflineModeIsEnabled):
         if offline:
             raise _Unreachable(f"{where} is not in the local cache and {hubenv.OFFLINE_IS_SET}") from None
-        raise _Unreachable(f"{where}: cannot reach {endpoint} and nothing is cached") from None
+        raise _Unreachable(f"{where}: cannot reach {host} and nothing is cached") from None
     if isinstance(exc, errors.EntryNotFoundError) or name == "RemoteEntryNotFoundError":
         raise HubError(f"{where}: file not found: {_short(exc)}") from None
     if isinstance(exc, errors.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             raise HubError(f"{where}: access denied (HTTP {status}); {hubenv.SET_TOKEN}") from None
-        raise _Unreachable(f"{where}: the Hub answered HTTP {status}") from None
+        raise _Unreachable(f"{where}: {host} answered HTTP {status}") from None
     mod = type(exc).__module__ or ""
     if mod.startswith(("httpx", "httpcore", "h11", "requests", "urllib3")) or isinstance(exc, OSError):
-        raise _Unreachable(f"{where}: connection to {endpoint} failed ({name}: {_short(exc)})") from None
+        raise _Unreachable(f"{where}: connection to {host} failed ({name}: {_short(exc)})") from None
     if isinstance(exc, ValueError):  # huggingface_hub validation (bad repo id, bad revision)
         raise HubError(f"{where}: {_short(exc)}") from None
     raise HubError(f"{where}: {name}: {_short(exc)}") from None

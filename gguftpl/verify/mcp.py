@@ -23,20 +23,19 @@ import shlex
 import shutil
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlparse
 
+from gguftpl import limits
 from gguftpl.errors import ToolSourceError
-from gguftpl.verify.tools import MAX_TOOLS, ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
+from gguftpl.verify import mcpwire
+from gguftpl.verify.tools import ToolSpec, mcp_tool_to_spec, merge_tool_lists, resolve_prefix
 
 DEFAULT_TIMEOUT = 30.0
-
-
-_MAX_PAGES = 1000
-"""tools/list pages followed before a server's pagination counts as endless."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +125,12 @@ class McpConnection:
         self._closed = False
         self._task: asyncio.Task[Any] | None = None
         self._busy = False
+        self._encoding: str | None = None
+        """The line-bounded codec of a stdio server's output (``mcpwire.bounded_encoding``)."""
+        self._op_scope: Any = None
+        """The cancel scope of the operation in progress; a message over the bound cancels it."""
+        self.too_large: str | None = None
+        """Set when the server sent a message over ``limits.MAX_MCP_MESSAGE_BYTES`` (it was dropped)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -140,6 +145,7 @@ class McpConnection:
                 raise ToolSourceError(f"MCP server {self.spec.label!r}: command not found: {exe}")
             # the server's stderr goes to a file we read back for error messages, not the user's terminal
             self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            self._encoding = mcpwire.bounded_encoding(self._overflowed)
         logging.getLogger("mcp").addHandler(self._tap)
         self._thread = threading.Thread(target=self._thread_main, name="gguftpl-mcp", daemon=True)
         self._thread.start()
@@ -181,6 +187,18 @@ class McpConnection:
         logging.getLogger("mcp").removeHandler(self._tap)
         if self._errlog is not None:
             self._errlog.close()
+        if self._encoding is not None:
+            mcpwire.release_encoding(self._encoding)
+
+    def _overflowed(self) -> None:
+        """A message passed the bound (called on the event loop's thread, as the SDK reads): it is dropped,
+        and the operation waiting for it ends now with what was too big."""
+        self.too_large = (
+            f"an answer larger than {limits.MAX_MCP_MESSAGE_BYTES:,} bytes, the bound on one MCP message "
+            "(a real one is kilobytes); not read"
+        )
+        if self._op_scope is not None:
+            self._op_scope.cancel()
 
     def _thread_main(self) -> None:
         try:
@@ -198,11 +216,14 @@ class McpConnection:
         self._task = asyncio.current_task()
         pending: list[concurrent.futures.Future[Any]] = []
         try:
-            async with self._transport() as streams:
+            async with mcpwire.screened(self._transport()) as streams:
                 read, write = streams[0], streams[1]
                 async with ClientSession(read, write, read_timeout_seconds=self.timeout) as session:
-                    with anyio.fail_after(self.timeout):
+                    with anyio.fail_after(self.timeout), anyio.CancelScope() as self._op_scope:
                         init = await session.initialize()
+                    self._op_scope = None
+                    if self.too_large:
+                        raise ToolSourceError(f"initialize: {self.too_large}")
                     info = getattr(init, "server_info", None)
                     if info is not None and getattr(info, "name", None):
                         self.server_name = info.name
@@ -216,14 +237,17 @@ class McpConnection:
                         pending.append(fut)
                         self._busy = True
                         try:
-                            with anyio.fail_after(self.timeout):
+                            with anyio.fail_after(self.timeout), anyio.CancelScope() as self._op_scope:
                                 fut.set_result(await op(session))
+                            if self.too_large and not fut.done():  # cancelled by _overflowed
+                                fut.set_exception(ToolSourceError(self.too_large))
                         except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
                             fut.set_exception(exc)
                             if not isinstance(exc, Exception):
                                 raise
                         finally:
                             self._busy = False
+                            self._op_scope = None
         finally:
             for fut in pending:
                 if not fut.done():
@@ -239,11 +263,10 @@ class McpConnection:
                 args=list(self.spec.command[1:]),
                 env=dict(self.spec.env) or None,
                 cwd=self.spec.cwd,
+                encoding=self._encoding or "utf-8",
             )
             return stdio_client(params, errlog=self._errlog)  # type: ignore[arg-type]
-        from mcp.client.streamable_http import streamable_http_client
-
-        return streamable_http_client(str(self.spec.url))
+        return _http_transport(str(self.spec.url))
 
     # -- operations -------------------------------------------------------------------------------------
 
@@ -263,7 +286,11 @@ class McpConnection:
             raise ToolSourceError(
                 f"MCP server {self.server_name!r}: no answer to {what} within {self.timeout:g} s"
             ) from None
-        except (ToolSourceError, KeyboardInterrupt, SystemExit):
+        except ToolSourceError as exc:
+            if self.too_large and str(exc) == self.too_large:
+                raise ToolSourceError(f"MCP server {self.server_name!r}: {what}: {exc}") from None
+            raise
+        except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:
             raise ToolSourceError(f"MCP server {self.server_name!r}: {what} failed: {self._describe(exc)}") from None
@@ -276,12 +303,12 @@ class McpConnection:
 
             out: list[dict[str, Any]] = []
             cursor: str | None = None
-            for _ in range(_MAX_PAGES):  # a server whose cursor never ends must not hang us
+            for _ in range(limits.MAX_MCP_PAGES):  # a server whose cursor never ends must not hang us
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 res = await session.list_tools(params=params)
                 out.extend(t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in res.tools)
                 cursor = res.next_cursor
-                if not cursor or len(out) > MAX_TOOLS:  # past the bound: the tool list refuses it by its count
+                if not cursor or len(out) > limits.MAX_TOOLS:  # past the bound: refused by the count below
                     return out, True
             return out, False
 
@@ -289,12 +316,13 @@ class McpConnection:
         if not ended:
             # a list cut short would be checked as if it were the server's: say so instead
             raise ToolSourceError(
-                f"MCP server {self.server_name!r}: tools/list still had a next page after {_MAX_PAGES:,} pages"
+                f"MCP server {self.server_name!r}: tools/list still had a next page after "
+                f"{limits.MAX_MCP_PAGES:,} pages"
             )
-        if len(tools) > MAX_TOOLS:
+        if len(tools) > limits.MAX_TOOLS:
             raise ToolSourceError(
-                f"MCP server {self.server_name!r}: {len(tools):,} tools, more than the {MAX_TOOLS:,} one source may "
-                "offer (hosts cap a request far lower: OpenAI at 128)"
+                f"MCP server {self.server_name!r}: {len(tools):,} tools, more than the {limits.MAX_TOOLS:,} one "
+                "source may offer (hosts cap a request far lower: OpenAI at 128)"
             )
         return list(tools)
 
@@ -344,6 +372,18 @@ class McpConnection:
         except (OSError, ValueError):
             return ""
         return lines[-1][:200] if lines else ""
+
+
+@asynccontextmanager
+async def _http_transport(url: str) -> AsyncIterator[Any]:
+    """Streamable HTTP whose answers are bounded (``mcpwire.http_client``); the client is ours to close."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with mcpwire.http_client() as client:
+        async with streamable_http_client(
+            url, http_client=client, max_sse_event_size=limits.MAX_MCP_MESSAGE_BYTES
+        ) as streams:
+            yield streams
 
 
 def _leaf_exception(exc: BaseException) -> BaseException:

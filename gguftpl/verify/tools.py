@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gguftpl import limits
 from gguftpl.errors import ToolSourceError
 
 # OpenAI (and most hosts) accept function names matching this; hosts replace anything else.
@@ -80,9 +81,9 @@ def tools_from_json(data: Any, source: str = "<tools>") -> list[ToolSpec]:
     items = _tool_items(data, source)
     if not items:
         raise ToolSourceError(f"{source}: the tool list is empty")
-    if len(items) > MAX_TOOLS:
+    if len(items) > limits.MAX_TOOLS:
         raise ToolSourceError(
-            f"{source}: {len(items):,} tools, more than the {MAX_TOOLS:,} one source may offer (hosts cap a "
+            f"{source}: {len(items):,} tools, more than the {limits.MAX_TOOLS:,} one source may offer (hosts cap a "
             "request far lower: OpenAI at 128)"
         )
     tools = [_one_tool(item, f"{source}: tool #{i}", source) for i, item in enumerate(items)]
@@ -148,6 +149,7 @@ def _make(fn: Mapping[str, Any], schema: Any, where: str, source: str, extra: di
         desc = ""
     if not isinstance(desc, str):
         raise ToolSourceError(f"{where} ({name}): 'description' must be a string")
+    _check_description(desc, f"{where} ({name})")
     params = _check_schema(schema, f"{where} ({name})")
     return ToolSpec(name=name, description=desc, parameters=params, source=source, extra=extra)
 
@@ -174,14 +176,12 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
     return schema
 
 
-MAX_TOOLS = 1_000
-"""Tools one file or server may offer: each schema is checked at about a millisecond and a half (100,000 tools
-ran for minutes), and every tool costs prompt context."""
-MAX_SCHEMA_NODES = 5_000
-"""Objects and arrays one parameter schema may hold. jsonschema checks a schema against its metaschema at about
-a millisecond per subschema (100,000 `$defs` ran for minutes); real tool schemas hold tens to hundreds."""
-MAX_SCHEMA_DEPTH = 64
-"""Nesting one parameter schema may reach: deeper, jsonschema (and any host) overflows its recursion."""
+def _check_description(desc: str, where: str) -> None:
+    if len(desc) > limits.MAX_TOOL_DESCRIPTION_CHARS:
+        raise ToolSourceError(
+            f"{where}: a description of {len(desc):,} characters, more than {limits.MAX_TOOL_DESCRIPTION_CHARS:,} "
+            "(every character goes into each prompt)"
+        )
 
 
 def _check_schema_size(schema: dict[str, Any], where: str) -> None:
@@ -190,13 +190,15 @@ def _check_schema_size(schema: dict[str, Any], where: str) -> None:
     while stack:
         value, depth = stack.pop()
         nodes += 1
-        if nodes > MAX_SCHEMA_NODES:
+        if nodes > limits.MAX_SCHEMA_NODES:
             raise ToolSourceError(
-                f"{where}: the parameter schema holds more than {MAX_SCHEMA_NODES:,} objects and arrays, "
+                f"{where}: the parameter schema holds more than {limits.MAX_SCHEMA_NODES:,} objects and arrays, "
                 "far past any real tool's; not checked"
             )
-        if depth > MAX_SCHEMA_DEPTH:
-            raise ToolSourceError(f"{where}: the parameter schema is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+        if depth > limits.MAX_SCHEMA_DEPTH:
+            raise ToolSourceError(
+                f"{where}: the parameter schema is nested more than {limits.MAX_SCHEMA_DEPTH} levels deep"
+            )
         children = value.values() if isinstance(value, dict) else value
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
 
@@ -246,6 +248,7 @@ def mcp_tool_to_spec(tool: Mapping[str, Any], server: str, prefix: str = "") -> 
     desc = tool.get("description") or ""
     if not isinstance(desc, str):
         raise ToolSourceError(f"{where} ({remote}): 'description' must be a string")
+    _check_description(desc, f"{where} ({remote})")
     extra = {k: v for k, v in tool.items() if k not in ("name", "description", "inputSchema", "input_schema")}
     try:
         params = _check_schema(tool.get("inputSchema", tool.get("input_schema")), f"{where} ({remote})")

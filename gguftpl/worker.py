@@ -16,6 +16,7 @@ templates into llama.cpp alike.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -336,12 +337,20 @@ class Worker:
 
 
 def _reap(proc: Any) -> None:
+    import subprocess
+
     if proc.poll() is None:
         try:
             proc.kill()
         except OSError:
-            pass
-    proc.wait()
+            # not ours to kill any more (the parent dropped its privileges after starting it): EOF asks it to
+            # end, and it dies with its parent in any case; never wait for ever
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        else:
+            proc.wait()
     for pipe in (proc.stdin, proc.stdout):
         try:
             if pipe is not None:

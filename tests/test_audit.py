@@ -77,8 +77,9 @@ def test_collect_paths_recurses_sorts_and_dedups(tmp_path: Path) -> None:
     assert rel == ["d/x.gguf", "d/a/y.GGUF", "d/b/z.gguf"]
     # a file given explicitly is audited whatever its name
     assert collect_paths([tmp_path / "d" / "notes.txt"]) == [str(tmp_path / "d" / "notes.txt")]
-    (tmp_path / "empty").mkdir()
-    assert collect_paths([tmp_path / "empty"]) == []
+    (tmp_path / "empty").mkdir()  # an empty target must not pass CI (issue 14, item 4)
+    with pytest.raises(UsageError, match="no GGUF files"):
+        collect_paths([tmp_path / "empty"])
 
 
 def test_missing_path_or_unknown_engine_is_a_usage_error(tmp_path: Path) -> None:

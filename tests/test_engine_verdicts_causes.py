@@ -190,12 +190,6 @@ SOFT_SWITCH = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 6: the hidden-trigger trial counts control markers (`<|im_end|>`, `<|im_start|>assistant`, "
-    "`<think>`) as words of prose, so a `/no_think`-style switch that closes the thinking block is an "
-    "error-severity GT402 (community Qwen3.6 'fixed' templates with `<|think_off|>`)",
-)
 def test_a_thinking_soft_switch_is_not_a_hidden_trigger() -> None:
     _facts, findings = _audit(SOFT_SWITCH)
     assert "GT402" not in _codes(findings), [f.message for f in findings if f.code == "GT402"]

@@ -396,7 +396,7 @@ def _trigger_trials(draft: _Draft, r: _Renderer, ast: Any, tools: list[dict[str,
         if out is None:
             continue
         extra = inserted_text(out, baseline)
-        if len(safety.trigger_words(extra, [*lits, probes.CANARY_USER])) >= 3:
+        if len(safety.trigger_words(extra, [*lits, probes.CANARY_USER], (r.bos, r.eos))) >= 3:
             draft.set(trigger=TriggerTrial(tuple(lits), trim(extra)))
             return
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,8 +250,7 @@ def hidden_triggers(ast: Any, text: str) -> list[Issue]:
         if lit is None:
             continue
         gated = gated_text(node.body)
-        words = [w for w in gated.split() if any(ch.isalpha() for ch in w)]
-        if len(words) >= 3:
+        if len(prose_words(gated, min_letters=1)) >= 3:
             out.append(
                 Issue(
                     "trigger",
@@ -394,8 +394,26 @@ def compared_literals(ast: Any, limit: int = 32) -> tuple[list[str], list[str]]:
     return list(contains)[:limit], list(equals)[:limit]
 
 
-def trigger_words(extra: str, literals: list[str]) -> list[str]:
-    """Words of prose in ``extra`` once the literals that were sent are taken out."""
-    for lit in sorted(literals, key=len, reverse=True):
-        extra = extra.replace(lit, " ")
-    return [w for w in extra.split() if sum(ch.isalpha() for ch in w) >= 2]
+# Marker-shaped text: `<|…|>`, DeepSeek's fullwidth `<｜…｜>`, half-open `<|turn>` / `<turn|>`, XML-like tags
+# without attributes (`<think>`, `</tool_call>`) and bracket tags (`[INST]`), each with the role name a turn
+# header may carry after it (`<|im_start|>assistant`). They structure the prompt; they are not prose.
+_MARKER = re.compile(
+    r"(?:<\|[^<>|\s]{1,48}\|>|<｜[^<>｜]{1,48}｜>|<\|\w{1,48}>|<\w{1,48}\|>|</?[A-Za-z_][\w:.\-]{0,40}/?>"
+    r"|\[/?[A-Z_]{2,24}\])(?:[ \t]*(?:" + "|".join(sorted(_ROLE_WORDS)) + r")\b)?"
+)
+
+
+def prose_words(text: str, sent: Iterable[str] = (), specials: Iterable[str] = (), min_letters: int = 2) -> list[str]:
+    """Words of prose in ``text`` (those with at least ``min_letters`` letters) once the strings that were
+    ``sent`` are taken out and control markers are not counted: the file's ``specials`` (its special-token
+    texts, when known) and marker-shaped text. A switch that only opens or closes a block
+    (``<think>\n\n</think>``) adds no prose."""
+    for s in sorted({x for x in (*sent, *specials) if x}, key=len, reverse=True):
+        text = text.replace(s, " ")
+    text = _MARKER.sub(" ", text)
+    return [w for w in text.split() if sum(ch.isalpha() for ch in w) >= min_letters]
+
+
+def trigger_words(extra: str, literals: list[str], specials: Iterable[str] = ()) -> list[str]:
+    """Words of prose in ``extra`` once the literals that were sent are taken out (:func:`prose_words`)."""
+    return prose_words(extra, literals, specials)

@@ -131,13 +131,6 @@ DIFFERENCE_DEEP_IN_THE_PROMPT = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 4: GT604's message prints the last 60 characters of a window that starts 40 characters before "
-    "the first difference, i.e. characters 20-80 after it: the differing text is cut off whenever the "
-    "difference is not near the end of the prompt (vLLM's llama3.2_pythonic: '…{\"output\": \"qz7canary' on both "
-    "sides while the difference is `record_key=%s` vs `record_key=qz7canaryargvalue`)",
-)
 def test_engine_difference_message_shows_the_differing_text() -> None:
     _facts, findings = _audit(DIFFERENCE_DEEP_IN_THE_PROMPT)
     f = next(f for f in findings if f.code == "GT604" and f.extra.get("probe") == probes.PLAIN)

@@ -85,7 +85,7 @@ def engines_render_differently(t: TemplateFacts, ctx: FileContext) -> Iterator[F
         yield ctx.finding(
             LLAMACPP_HF_MISMATCH,
             f"llama.cpp and transformers render different prompts for the {d.probe} conversation, from character "
-            f"{d.at} (line {d.line}): llama.cpp {d.llama[-60:]!r}… vs transformers {d.transformers[-60:]!r}…",
+            f"{d.at} (line {d.line}); around it llama.cpp {d.llama!r} vs transformers {d.transformers!r}",
             t,
             evidence=f"llama.cpp:    {d.llama!r}\ntransformers: {d.transformers!r}\n"
             f"normalised: {'; '.join(d.normalised)}",

@@ -168,7 +168,8 @@ class EngineDifference:
     """First differing character (of llama.cpp's prompt)."""
     line: int
     llama: str
-    """llama.cpp's text around the difference."""
+    """llama.cpp's text around the difference (``verify.compare.difference_window``: the difference in the
+    middle)."""
     transformers: str
     normalised: tuple[str, ...] = ()
     """What was made equal before comparing (BOS, date, thinking flag, clock text)."""

@@ -477,7 +477,7 @@ def _decide(draft: _Draft, r: _Renderer, llama: LlamaCppFacts | None) -> None:
 def _engine_differences(text: str, llama: LlamaCppFacts) -> tuple[EngineDifference, ...]:
     """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
     (verify.compare), whose prompts still differ."""
-    from gguftpl.verify.compare import compare_prompts
+    from gguftpl.verify.compare import compare_prompts, difference_window
 
     bos, eos = llama.specials
     shapes = {name: (msgs, tools) for name, msgs, tools, _agp in probes.engine_probes()}
@@ -495,8 +495,8 @@ def _engine_differences(text: str, llama: LlamaCppFacts) -> tuple[EngineDifferen
                     probe=name,
                     at=at,
                     line=prompt.count("\n", 0, at) + 1,
-                    llama=prompt[max(0, at - 40) : at + 80],
-                    transformers=ag.hf_prompt[max(0, at - 40) : at + 80],
+                    llama=difference_window(prompt, at),
+                    transformers=difference_window(ag.hf_prompt, at),
                     normalised=tuple(ag.normalised),
                 )
             )

@@ -42,6 +42,16 @@ def first_difference(a: str, b: str) -> int | None:
     return _common_prefix(a, b)
 
 
+DIFFERENCE_RADIUS = 40
+"""Characters shown on each side of the first difference."""
+
+
+def difference_window(text: str, at: int, radius: int = DIFFERENCE_RADIUS) -> str:
+    """``text`` around its first difference ``at``, on both sides (the differing text in the middle), so a
+    difference deep in a long prompt is shown, not what follows it."""
+    return text[max(0, at - radius) : at + radius]
+
+
 def compare_engines(
     s: LlamaCppSession,
     template_text: str,

@@ -34,7 +34,7 @@ class AnalysisCache:
     """Template facts shared across files and calls (e.g. a long-running process), so a template is rendered
     once however many files carry it; the rules, which are cheap, run for every file with its own name.
 
-    Three levels: ``_facts`` maps (template text, bos, eos, llama.cpp asked) to its facts; ``_sets`` counts
+    Three levels: ``_facts`` maps (template text, special tokens, llama.cpp asked) to its facts; ``_sets`` counts
     the template sets analysed; ``_by_header`` maps a hash of the raw metadata bytes (minus keys that differ
     between quants and that template sets never read) to everything loaded for that file, so a second
     quant of a model skips even decoding its vocabulary. ``on_disk()`` keeps the facts between runs too
@@ -94,10 +94,12 @@ class AnalysisCache:
     def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
         """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
         the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
-        from gguftpl.templates.templateset import special_token_text
+        from gguftpl.templates.factstore import facts_key
+        from gguftpl.templates.templateset import special_token_text, template_special_tokens
 
         bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
-        keys = [(t.sha256, bos, eos, n in names) for n, t in tset.templates.items()]
+        specials = template_special_tokens(tset)
+        keys = [facts_key(t.sha256, bos, eos, n in names, specials) for n, t in tset.templates.items()]
         if all(self._facts.get(k) is not None for k in keys):
             return
         from gguftpl.templates.hfrender import get_worker
@@ -130,13 +132,14 @@ class AnalysisCache:
 
 
 def _set_key(tset: Any, header: Any, engine: str) -> str:
-    """One analysis: the template names and texts, bos and eos, the engine, and the vocabulary (equal
-    templates over another vocabulary are another analysis: the token rules read it)."""
-    from gguftpl.templates.templateset import special_token_text
+    """One analysis: the template names and texts, the special tokens passed to templates, the engine, and the
+    vocabulary (equal templates over another vocabulary are another analysis: the token rules read it)."""
+    from gguftpl.templates.templateset import special_token_text, template_special_tokens
 
     h = hashlib.sha256(f"engine={engine}\n".encode())
     for role in ("bos", "eos"):
         h.update(f"{role}={special_token_text(tset, role)!r}\n".encode("utf-8", "surrogatepass"))
+    h.update(f"specials={sorted(template_special_tokens(tset).items())!r}\n".encode("utf-8", "surrogatepass"))
     for name, tpl in tset.templates.items():
         h.update(f"{name}={tpl.sha256}\n".encode("utf-8", "surrogatepass"))
     for key in _VOCAB_KEYS:

@@ -159,13 +159,6 @@ def _sep_token_gguf(make_gguf: Any) -> Path:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 5: transformers passes every special token of the tokenizer (sep_token, pad_token, unk_token, "
-    "cls_token, mask_token: special_tokens_map) and llama.cpp only bos_token/eos_token; the probes pass "
-    "bos/eos only, so a template reading sep_token gets a GT103 'transformers raises' that real transformers "
-    "does not raise, and no GT604 for llama.cpp rendering the separator empty (IEITYuan Yuan2)",
-)
 def test_special_tokens_beyond_bos_and_eos_are_passed_as_transformers_does(make_gguf: Any) -> None:
     from gguftpl.audit import audit_file
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.conftest import CHATML
 def _key(text: str) -> factstore.FactsKey:
     from gguftpl.templates.templateset import sha256_text
 
-    return (sha256_text(text), "<s>", "</s>", False)
+    return (sha256_text(text), "<s>", "</s>", False, ())
 
 
 def test_facts_read_back_equal(tmp_path: Path) -> None:
@@ -96,3 +97,33 @@ def test_cache_folder_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert factstore.cache_folder() == Path.home() / ".cache" / "gguftpl" / "facts"
     monkeypatch.setenv("GGUFTPL_CACHE_DIR", str(tmp_path / "own"))
     assert factstore.cache_folder() == tmp_path / "own" / "facts"
+
+
+def test_the_key_covers_the_special_tokens_passed_to_templates(make_gguf) -> None:
+    """Two files with the same template and bos/eos but another separator token are two gatherings: transformers
+    passes ``sep_token`` (and unk/pad/cls/mask) to the template."""
+    from gguftpl.gguf.reader import ValueType, read_header
+    from gguftpl.gguf.tinymodel import byte_level_vocab
+    from gguftpl.gguf.writer import Typed
+    from gguftpl.templates import probes
+    from gguftpl.templates.analysis import gather_set
+    from gguftpl.templates.templateset import load_templateset, template_special_tokens
+
+    specials = ("<|im_start|>", "<|im_end|>", "<sep>", "<cls>")
+    toks, _types, _merges = byte_level_vocab(specials)
+    template = "{% for m in messages %}{{ m.content + sep_token }}{% endfor %}"
+    memo: dict[factstore.FactsKey, Any] = {}
+    for sep in ("<sep>", "<cls>"):
+        kv = {
+            "tokenizer.ggml.seperator_token_id": Typed(ValueType.UINT32, toks.index(sep)),
+            "tokenizer.ggml.cls_token_id": Typed(ValueType.UINT32, toks.index("<cls>")),
+        }
+        path = make_gguf(f"{sep[1:-1]}.gguf", templates={"default": template}, specials=specials, extra_kv=kv)
+        tset = load_templateset(read_header(path))
+        assert template_special_tokens(tset) == {"sep_token": sep, "cls_token": "<cls>"}
+        facts = gather_set(tset, memo=memo)
+        assert facts.gathered == 1
+        (t,) = facts.templates
+        assert t.special_tokens == {"sep_token": sep, "cls_token": "<cls>"}
+        assert t.prompts["plain"] == probes.CANARY_USER + sep
+    assert len(memo) == 2

@@ -9,7 +9,7 @@ running the file- and template-scope checks over the result.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from gguftpl import limits
 from gguftpl.findings import Finding
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts, vocab_facts
-from gguftpl.templates.factstore import FactsKey
+from gguftpl.templates.factstore import FactsKey, facts_key
 from gguftpl.templates.gather import gather_facts
 
 if TYPE_CHECKING:
@@ -32,10 +32,21 @@ def analyze_template_text(
     eos_token: str = "",
     key: str | None = None,
     llamacpp: bool = False,
+    special_tokens: Mapping[str, str] | None = None,
 ) -> TemplateFacts:
     """The facts of one template text (see :func:`template_findings` for what is wrong with it); with
-    ``llamacpp`` llama.cpp renders the probes too (when xllamacpp is installed) and decides the verdicts."""
-    return gather_facts(text, name=name, bos_token=bos_token, eos_token=eos_token, key=key, ask_llamacpp=llamacpp)
+    ``llamacpp`` llama.cpp renders the probes too (when xllamacpp is installed) and decides the verdicts.
+    ``special_tokens``: the tokenizer's other special tokens (``{"sep_token": …}``), passed to transformers'
+    renderer as transformers passes them."""
+    return gather_facts(
+        text,
+        name=name,
+        bos_token=bos_token,
+        eos_token=eos_token,
+        key=key,
+        ask_llamacpp=llamacpp,
+        special_tokens=special_tokens,
+    )
 
 
 def template_findings(facts: TemplateFacts, ctx: FileContext | None = None) -> list[Finding]:
@@ -67,24 +78,33 @@ def gather_set(
     files), llama.cpp asked about the ``llamacpp_names`` templates. A file with 10,000 named templates took
     minutes: past ``limits.MAX_ANALYSED_TEXTS`` distinct texts, named templates other than default/tool_use are
     skipped (and reported)."""
-    from gguftpl.templates.templateset import special_token_text
+    from gguftpl.templates.templateset import special_token_text, template_special_tokens
 
     memo = memo if memo is not None else {}
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    specials = template_special_tokens(tset)
     out: list[TemplateFacts] = []
     skipped: list[str] = []
     texts: set[str] = set()
     gathered = asked = 0
     for name, tpl in tset.templates.items():
         ask = name in llamacpp_names
-        fkey = (tpl.sha256, bos, eos, ask)
+        fkey = facts_key(tpl.sha256, bos, eos, ask, specials)
         if tpl.sha256 not in texts and len(texts) >= limits.MAX_ANALYSED_TEXTS and name not in ("default", "tool_use"):
             skipped.append(name)
             continue
         texts.add(tpl.sha256)
         facts = memo.get(fkey)
         if facts is None:
-            facts = gather_facts(tpl.text, name=name, bos_token=bos, eos_token=eos, key=tpl.key, ask_llamacpp=ask)
+            facts = gather_facts(
+                tpl.text,
+                name=name,
+                bos_token=bos,
+                eos_token=eos,
+                key=tpl.key,
+                ask_llamacpp=ask,
+                special_tokens=specials,
+            )
             memo[fkey] = facts
             gathered += 1
             asked += facts.llamacpp is not None

@@ -193,6 +193,9 @@ class TemplateFacts:
     static: StaticFacts | None = None
     invisible: tuple[SourceIssue, ...] = ()
     """Invisible, bidi and NUL characters in the raw text."""
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    """The special tokens besides bos/eos the probes passed to transformers' renderer (``sep_token`` …, from
+    the file's ``tokenizer.ggml.*_token_id`` keys), as transformers passes them; llama.cpp passes none."""
 
     # -- verdicts, each decided once from the engines (llama.cpp when it rendered, else transformers)
     tools_in_prompt: bool | None = None

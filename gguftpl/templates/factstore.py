@@ -1,7 +1,7 @@
 """Template facts kept on disk between runs, so auditing a template seen before costs a header read.
 
 Every quant of a model, every CI run and every pre-commit hook audits the same few templates again. Their
-facts depend only on the template's bytes, the bos/eos texts, whether llama.cpp was asked, and the code that
+facts depend only on the template's bytes, the special-token texts, whether llama.cpp was asked, and the code that
 gathered them: gguftpl itself, jinja2 (the renderer) and xllamacpp (llama.cpp). The key covers all of
 that, so a new version of any of them starts afresh. The folder is ``$XDG_CACHE_HOME/gguftpl/facts``
 (``~/.cache/gguftpl/facts``), or ``$GGUFTPL_CACHE_DIR/facts``.
@@ -15,13 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
 from gguftpl.templates.facts import TemplateFacts
 
-FactsKey = tuple[str, str, str, bool]
-"""(sha256 of the text, bos, eos, llama.cpp asked): what a template's facts depend on besides the code."""
+FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...]]
+"""(sha256 of the text, bos, eos, llama.cpp asked, the other special tokens passed to transformers' renderer):
+what a template's facts depend on besides the code."""
+
+
+def facts_key(sha256: str, bos: str, eos: str, asked: bool, specials: Mapping[str, str] | None = None) -> FactsKey:
+    return (sha256, bos, eos, asked, tuple(sorted((specials or {}).items())))
+
 
 MAX_ENTRY_BYTES = 8 << 20
 """An entry larger than this is not read back (facts keep prompts trimmed; real ones are a few KB)."""

@@ -9,6 +9,7 @@ the first probe that overruns a bound stops every later render.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,13 +46,17 @@ def _failure(probe: str, e: TemplateRenderError, text: str = "") -> RenderFailur
 
 
 class _Renderer:
-    """Renders one template with its bos/eos, stopping at the first resource overrun and recording every
+    """Renders one template with its bos/eos and the tokenizer's other special tokens (``specials``: variable
+    name -> text, as transformers passes them), stopping at the first resource overrun and recording every
     probe transformers refused."""
 
-    def __init__(self, text: str, bos: str, eos: str) -> None:
+    def __init__(self, text: str, bos: str, eos: str, specials: Mapping[str, str] | None = None) -> None:
         self.text = text
         self.bos = bos
         self.eos = eos
+        self.specials: dict[str, Any] = {
+            k: v for k, v in (specials or {}).items() if k not in ("bos_token", "eos_token")
+        }
         self.overrun: RenderFailure | None = None
         self.lenient_used = False
         self.errors: list[RenderFailure] = []
@@ -69,7 +74,7 @@ class _Renderer:
         if self.overrun is not None:
             return None
         try:
-            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos)
+            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos, **self.specials)
             self.strict.add(label)
             return out
         except TemplateRenderError as e:
@@ -81,7 +86,7 @@ class _Renderer:
             if not fallback or e.kind == "syntax":
                 return None
         try:
-            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos, lenient=True)
+            out = render_hf(self.text, messages, tools, agp, self.bos, self.eos, lenient=True, **self.specials)
             self.lenient_used = True
             return out
         except TemplateRenderError as e:
@@ -122,10 +127,13 @@ def gather_facts(
     eos_token: str = "",
     key: str | None = None,
     ask_llamacpp: bool = False,
+    special_tokens: Mapping[str, str] | None = None,
 ) -> TemplateFacts:
     """Every fact about ``text``. ``ask_llamacpp`` also has llama.cpp (when xllamacpp is installed) load the text
     as a file's default template and render the probe conversations (``llamacpp``); the verdicts are then
-    llama.cpp's where it rendered (``templates.verdicts``)."""
+    llama.cpp's where it rendered (``templates.verdicts``). ``special_tokens`` (``{"sep_token": …}``) go to
+    transformers' renderer beside bos/eos, as transformers passes its tokenizer's special tokens; llama.cpp
+    gets bos/eos only, so a template reading the others renders differently there (``engine_differences``)."""
     from gguftpl.templates import safety
     from gguftpl.templates.templateset import sha256_text, template_key
 
@@ -140,7 +148,8 @@ def gather_facts(
     ast = _static_facts(draft, text)
     draft.set(invisible=tuple(_issue(i) for i in safety.invisible_characters(text)))
     draft.timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
-    r = _Renderer(text, bos_token, eos_token)
+    r = _Renderer(text, bos_token, eos_token, special_tokens)
+    draft.set(special_tokens=dict(r.specials))
     if ast is None:
         _dialect_without_ast(draft, text)
     else:
@@ -156,7 +165,7 @@ def gather_facts(
         draft.timings["llamacpp"] = round((time.perf_counter() - t2) * 1000, 2)
     _decide(draft, r, llama)
     if llama is not None and ast is not None:
-        draft.set(engine_differences=_engine_differences(text, llama))
+        draft.set(engine_differences=_engine_differences(text, llama, r.specials))
     return draft.freeze(t0)
 
 
@@ -214,7 +223,7 @@ def _behaviour(draft: _Draft, r: _Renderer, text: str, ast: Any) -> None:
     base_tools = _tools_probes(draft, r)
     _generation_prompt(draft, r, base_tools)
     _system_probe(draft, r, base_tools)
-    call, content = _call_probe(draft, r, text, r.bos, r.eos)
+    call, content = _call_probe(draft, r, text)
     _round_trip(draft, r, call, content)
     _multi_turn(draft, r, base_tools, r.eos)
     _shape_probes(r)
@@ -282,7 +291,7 @@ def _system_probe(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] 
             draft.set(system_folded=True, system_rejection=err)
 
 
-def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> tuple[dict[str, Any], str | None]:
+def _call_probe(draft: _Draft, r: _Renderer, text: str) -> tuple[dict[str, Any], str | None]:
     """The canary call, the way the template writes it; returns the call and the assistant content to use
     in the round trip (the shapes the template accepted)."""
     from gguftpl.templates import dialect as dialects
@@ -290,8 +299,9 @@ def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> t
     call = probes.tool_call()
     if r.overrun is not None:
         return call, ""
+    tokens: dict[str, Any] = {"bos_token": r.bos, "eos_token": r.eos, **r.specials}
     try:
-        rendering = dialects.render_call(text, bos_token=bos, eos_token=eos)
+        rendering = dialects.render_call(text, **tokens)
     except TemplateRenderError as e:
         failure = _failure("assistant tool call", e, text)
         if failure.overran:
@@ -299,13 +309,13 @@ def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> t
             return call, ""
         r.errors.append(failure)
         try:
-            rendering = dialects.render_call(text, bos_token=bos, eos_token=eos, lenient=True)
+            rendering = dialects.render_call(text, lenient=True, **tokens)
         except TemplateRenderError:
             return call, ""
         r.lenient_used = True
         draft.set(call=CallFacts(rendering.text, rendering.rendered_call), renders_tool_calls=rendering.rendered_call)
         return call, ""
-    named_id = _call_id_in_place_of_name(text, rendering, bos, eos) if rendering.rendered_call else ""
+    named_id = _call_id_in_place_of_name(text, rendering, tokens) if rendering.rendered_call else ""
     draft.set(
         call=CallFacts(
             text=rendering.text,
@@ -320,7 +330,7 @@ def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> t
     return probes.tool_call(string_arguments=rendering.string_arguments), None if rendering.content_none else ""
 
 
-def _call_id_in_place_of_name(text: str, rendering: Any, bos: str, eos: str) -> str:
+def _call_id_in_place_of_name(text: str, rendering: Any, tokens: dict[str, Any]) -> str:
     """The rendered call carries its id but not its function name: render it again with an id that carries
     the name (``functions.NAME:0``, Kimi K2's form). Returns that id when the name appears then (the template
     writes the id where the name belongs), else ''."""
@@ -332,7 +342,7 @@ def _call_id_in_place_of_name(text: str, rendering: Any, bos: str, eos: str) -> 
     named_id = f"functions.{name}:0"
     call = {**probes.tool_call(string_arguments=rendering.string_arguments), "id": named_id}
     try:
-        again = dialects.render_call(text, call, bos_token=bos, eos_token=eos)
+        again = dialects.render_call(text, call, **tokens)
     except TemplateRenderError:
         return ""
     return named_id if name in again.text else ""
@@ -396,7 +406,7 @@ def _trigger_trials(draft: _Draft, r: _Renderer, ast: Any, tools: list[dict[str,
         if out is None:
             continue
         extra = inserted_text(out, baseline)
-        if len(safety.trigger_words(extra, [*lits, probes.CANARY_USER], (r.bos, r.eos))) >= 3:
+        if len(safety.trigger_words(extra, [*lits, probes.CANARY_USER], (r.bos, r.eos, *r.specials.values()))) >= 3:
             draft.set(trigger=TriggerTrial(tuple(lits), trim(extra)))
             return
 
@@ -474,9 +484,10 @@ def _decide(draft: _Draft, r: _Renderer, llama: LlamaCppFacts | None) -> None:
     draft.set(render_errors=tuple(r.errors), lenient=r.lenient_used, overrun=r.overrun)
 
 
-def _engine_differences(text: str, llama: LlamaCppFacts) -> tuple[EngineDifference, ...]:
+def _engine_differences(text: str, llama: LlamaCppFacts, specials: Mapping[str, str]) -> tuple[EngineDifference, ...]:
     """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
-    (verify.compare), whose prompts still differ."""
+    (verify.compare) and the other special tokens transformers passes (``specials``), whose prompts still
+    differ."""
     from gguftpl.verify.compare import compare_prompts, difference_window
 
     bos, eos = llama.specials
@@ -487,7 +498,7 @@ def _engine_differences(text: str, llama: LlamaCppFacts) -> tuple[EngineDifferen
         if prompt is None:
             continue
         msgs, tools = shapes[name]
-        ag = compare_prompts(text, msgs, tools, prompt, bos, eos)
+        ag = compare_prompts(text, msgs, tools, prompt, bos, eos, specials=specials)
         if ag.hf_error is None and not ag.identical and ag.hf_prompt is not None:
             at = ag.first_difference or 0
             out.append(

@@ -33,7 +33,18 @@ SPECIAL_ROLES = {
     "sep": "seperator_token_id",
     "pad": "padding_token_id",
     "mask": "mask_token_id",
+    "cls": "cls_token_id",
 }
+
+TEMPLATE_TOKEN_NAMES = {
+    "unk": "unk_token",
+    "sep": "sep_token",
+    "pad": "pad_token",
+    "cls": "cls_token",
+    "mask": "mask_token",
+}
+"""Roles -> the variable transformers passes each as to a chat template besides ``bos_token``/``eos_token``
+(its tokenizer's ``special_tokens_map``). llama.cpp passes only bos and eos."""
 
 PROVENANCE_PREFIXES = (
     "general.name",
@@ -261,3 +272,15 @@ def _bool_or_none(v: Any) -> bool | None:
 def special_token_text(ts: TemplateSet, role: str) -> str:
     tok = ts.special_tokens.get(role)
     return tok.text or "" if tok else ""
+
+
+def template_special_tokens(ts: TemplateSet) -> dict[str, str]:
+    """The special tokens other than bos/eos that transformers passes to the chat template (``sep_token`` …),
+    read from the file's ``tokenizer.ggml.*_token_id`` keys: the converter writes them from the same
+    tokenizer_config transformers reads."""
+    out = {}
+    for role, name in TEMPLATE_TOKEN_NAMES.items():
+        text = special_token_text(ts, role)
+        if text:
+            out[name] = text
+    return out

@@ -7,6 +7,7 @@ differ between runtimes. Verify's fifth stage, and ``render``'s evidence, come f
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,8 @@ def compare_prompts(
     llama_prompt: str,
     bos: str,
     eos: str,
+    *,
+    specials: Mapping[str, Any] | None = None,
 ) -> Agreement:
     """Render with Hugging Face semantics (``render_hf``) the request llama.cpp rendered as ``llama_prompt``
     (passing the ``bos``/``eos`` texts llama.cpp reports) and compare.
@@ -85,6 +88,8 @@ def compare_prompts(
     (3) when the prompts still differ and the template prints the clock (``strftime_now`` with a format
     whose text changes within the last minutes, e.g. ``%H:%M:%S``), every text that format gives for an
     instant of that window is masked in both prompts: the engines rendered at different seconds.
+    ``specials`` (``sep_token`` …) go to HF alone: transformers passes its tokenizer's other special tokens,
+    llama.cpp does not.
     """
     from gguftpl.templates.hfrender import TemplateRenderError, render_hf
 
@@ -102,6 +107,7 @@ def compare_prompts(
                 eos_token=eos,
                 date_string=llamacpp_date_string(),
                 enable_thinking=thinking,
+                **(specials or {}),
             )
         except TemplateRenderError as exc:
             return Agreement(False, norm, None, llama_prompt, None, str(exc))

@@ -223,7 +223,7 @@ def _behaviour(draft: _Draft, r: _Renderer, text: str, ast: Any) -> None:
     base_tools = _tools_probes(draft, r)
     _generation_prompt(draft, r, base_tools)
     _system_probe(draft, r, base_tools)
-    call, content = _call_probe(draft, r, text)
+    call, content = _call_probe(draft, r, text, r.bos, r.eos)
     _round_trip(draft, r, call, content)
     _multi_turn(draft, r, base_tools, r.eos)
     _shape_probes(r)
@@ -291,7 +291,7 @@ def _system_probe(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] 
             draft.set(system_folded=True, system_rejection=err)
 
 
-def _call_probe(draft: _Draft, r: _Renderer, text: str) -> tuple[dict[str, Any], str | None]:
+def _call_probe(draft: _Draft, r: _Renderer, text: str, bos: str, eos: str) -> tuple[dict[str, Any], str | None]:
     """The canary call, the way the template writes it; returns the call and the assistant content to use
     in the round trip (the shapes the template accepted)."""
     from gguftpl.templates import dialect as dialects
@@ -299,7 +299,7 @@ def _call_probe(draft: _Draft, r: _Renderer, text: str) -> tuple[dict[str, Any],
     call = probes.tool_call()
     if r.overrun is not None:
         return call, ""
-    tokens: dict[str, Any] = {"bos_token": r.bos, "eos_token": r.eos, **r.specials}
+    tokens: dict[str, Any] = {"bos_token": bos, "eos_token": eos, **r.specials}
     try:
         rendering = dialects.render_call(text, **tokens)
     except TemplateRenderError as e:

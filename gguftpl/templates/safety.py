@@ -407,7 +407,7 @@ def prose_words(text: str, sent: Iterable[str] = (), specials: Iterable[str] = (
     """Words of prose in ``text`` (those with at least ``min_letters`` letters) once the strings that were
     ``sent`` are taken out and control markers are not counted: the file's ``specials`` (its special-token
     texts, when known) and marker-shaped text. A switch that only opens or closes a block
-    (``<think>\n\n</think>``) adds no prose."""
+    (an empty ``<think></think>``) adds no prose."""
     for s in sorted({x for x in (*sent, *specials) if x}, key=len, reverse=True):
         text = text.replace(s, " ")
     text = _MARKER.sub(" ", text)

@@ -179,3 +179,14 @@ SOFT_SWITCH = (
 def test_a_thinking_soft_switch_is_not_a_hidden_trigger() -> None:
     _facts, findings = _audit(SOFT_SWITCH)
     assert "GT402" not in _codes(findings), [f.message for f in findings if f.code == "GT402"]
+
+
+def test_verify_gives_transformers_the_special_tokens_too(make_gguf: Any) -> None:
+    """verify's engine-agreement stage renders the transformers side with the file's sep_token as well: it
+    reports the separator llama.cpp leaves empty, not a transformers error."""
+    from gguftpl import verify_file
+
+    result = verify_file(_sep_token_gguf(make_gguf))
+    stage = next(s for s in result.stages if s.name == "engine agreement")
+    assert stage.status == "fail", stage.evidence
+    assert "<sep>" in stage.evidence and "raise" not in stage.evidence, stage.evidence

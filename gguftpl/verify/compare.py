@@ -64,7 +64,9 @@ def compare_engines(
     (:func:`compare_prompts`)."""
     if llama_prompt is None:
         llama_prompt = s.apply_template(messages, tools)
-    return compare_prompts(template_text, messages, tools, llama_prompt, s.bos_token, s.eos_token)
+    return compare_prompts(
+        template_text, messages, tools, llama_prompt, s.bos_token, s.eos_token, specials=s.template_specials()
+    )
 
 
 def compare_prompts(
@@ -195,7 +197,7 @@ def agreement_stage(
                 STAGE_AGREEMENT,
                 FAIL,
                 f"{label}: the prompts differ from character {at} (line {line}): llama.cpp "
-                f"{ag.llama_prompt[max(0, at - 20) : at + 60]!r} vs HF {ag.hf_prompt[max(0, at - 20) : at + 60]!r} "
+                f"{difference_window(ag.llama_prompt, at)!r} vs HF {difference_window(ag.hf_prompt, at)!r} "
                 f"(normalised: {'; '.join(ag.normalised)})",
                 {"requests": [*checked, entry], "llama_prompt": ag.llama_prompt, "hf_prompt": ag.hf_prompt},
             )

@@ -186,6 +186,16 @@ class LlamaCppSession:
         self._loop_ready = False
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
 
+    def template_specials(self) -> dict[str, str]:
+        """The file's special tokens other than bos/eos (``sep_token`` …) that transformers passes to its
+        template and llama.cpp does not: the engine comparison gives them to the transformers side."""
+        if self.path is None:
+            return {}
+        from gguftpl.gguf.reader import read_header
+        from gguftpl.templates.templateset import load_templateset, template_special_tokens
+
+        return template_special_tokens(load_templateset(read_header(self.path)))
+
     # ------------------------------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> LlamaCppSession:

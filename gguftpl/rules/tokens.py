@@ -122,12 +122,15 @@ DOUBLE_BOS = register(
     Rule(
         "GT304",
         "double-bos",
-        Severity.WARNING,
+        Severity.INFO,
         "The template writes the BOS token while the tokenizer also adds one (`add_bos_token` is true).",
-        why="Runtimes that tokenize the rendered prompt with BOS added get two BOS tokens, which degrades "
-        "output. llama.cpp strips one leading BOS from the rendered prompt; Hugging Face does not.",
+        why="A client that renders the prompt itself and tokenizes it with special tokens added gets two BOS "
+        "tokens, which degrades output. The runtimes do not: llama.cpp (and LM Studio on it) strips one leading "
+        "BOS from the rendered prompt, and transformers' `apply_chat_template` and vLLM's chat endpoint tokenize "
+        "the prompt without adding special tokens. Upstream templates often do this on purpose, so it is info.",
         example="`{{ bos_token }}{% for message in messages %}…` with `tokenizer.ggml.add_bos_token = true`.",
-        fix="Drop `{{ bos_token }}` from the template or set `add_bos_token` to false.",
+        fix="Drop `{{ bos_token }}` from the template or set `add_bos_token` to false, if your client tokenizes "
+        "rendered prompts with special tokens.",
     )
 )
 
@@ -138,8 +141,9 @@ def double_bos(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         return
     yield ctx.finding(
         DOUBLE_BOS,
-        f"the template writes BOS {ctx.special_text('bos')!r} and add_bos_token is true: runtimes that add BOS "
-        "while tokenizing get two (llama.cpp strips one leading BOS; Hugging Face does not)",
+        f"the template writes BOS {ctx.special_text('bos')!r} and add_bos_token is true: a client that tokenizes "
+        "the rendered prompt with special tokens gets two (llama.cpp strips one leading BOS; transformers and "
+        "vLLM chat add none)",
         t,
         evidence=trim(t.prompts.get("plain", ""), 120),
     )

@@ -39,13 +39,10 @@ PARTS_ONLY = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 1: transformers' probes send string content to a template that reads content only as parts; "
-    "llama.cpp (caps supports_string_content=false) sends parts, so the prompts differ by the user's text and "
-    "GT604 fires on plain, tools and round trip (SmolVLM, MiniMax-VL-01, Emu3; GT103/GT204 on MiniMax-M1)",
-)
 def test_a_template_that_reads_content_as_parts_is_probed_with_parts() -> None:
+    """Cause 1 (fixed): transformers' probes send string content to a template that reads content only as parts;
+    llama.cpp (caps supports_string_content=false) sends parts, so the prompts differ by the user's text and GT604
+    fires on plain, tools and round trip (SmolVLM, MiniMax-VL-01, Emu3; GT103/GT204 on MiniMax-M1)"""
     facts, findings = _audit(PARTS_ONLY)
     assert facts.llamacpp is not None and facts.llamacpp.caps.get("supports_string_content") is False
     # transformers given the shape llama.cpp gives the template renders the user's text, as llama.cpp does
@@ -62,13 +59,10 @@ UNSENT_KEY_IN_TOOL_TURN = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 2: renders_tool_results comes from transformers only; where transformers raises on the round "
-    "trip (a key OpenAI clients do not send, concatenated: UndefinedError) GT204 says the round trip raises "
-    "although llama.cpp renders it with the result (MiniMax-M1-40k/80k, MiniMax-Text-01)",
-)
 def test_tool_results_verdict_follows_llamacpp_where_transformers_raises() -> None:
+    """Cause 2 (fixed): renders_tool_results comes from transformers only; where transformers raises on the round
+    trip (a key OpenAI clients do not send, concatenated: UndefinedError) GT204 says the round trip raises although
+    llama.cpp renders it with the result (MiniMax-M1-40k/80k, MiniMax-Text-01)"""
     facts, findings = _audit(UNSENT_KEY_IN_TOOL_TURN)
     assert facts.llamacpp is not None
     round_trip = facts.llamacpp.text(probes.ROUND_TRIP)
@@ -83,13 +77,10 @@ FORMATTED_CONTENT = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 2: renders_tool_results comes from transformers only; llama.cpp leaves `'%s' | format(...)` "
-    "unformatted, so its round-trip prompt has no tool result, yet the verdict says rendered and GT204 is silent "
-    "(vLLM's llama3.2/llama4 pythonic and ToolACE templates lose the call arguments the same way)",
-)
 def test_tool_results_lost_in_llamacpp_are_reported() -> None:
+    """Cause 2 (fixed): renders_tool_results comes from transformers only; llama.cpp leaves `'%s' | format(...)`
+    unformatted, so its round-trip prompt has no tool result, yet the verdict says rendered and GT204 is silent
+    (vLLM's llama3.2/llama4 pythonic and ToolACE templates lose the call arguments the same way)"""
     facts, findings = _audit(FORMATTED_CONTENT)
     assert facts.llamacpp is not None
     round_trip = facts.llamacpp.text(probes.ROUND_TRIP)
@@ -108,13 +99,10 @@ CONTINUE_AFTER_SYSTEM = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cause 3: tools_in_prompt true but tools_with_system false (llama.cpp drops what a loop iteration "
-    "printed before `{% continue %}`) raises nothing about the tools, and the engine differences skip the "
-    "system-message probes (EXAONE 4.0/4.5, K-EXAONE: system prompt and tools lost in llama.cpp)",
-)
 def test_tools_lost_once_a_system_message_is_sent_are_reported() -> None:
+    """Cause 3 (fixed): tools_in_prompt true but tools_with_system false (llama.cpp drops what a loop iteration
+    printed before `{% continue %}`) raises nothing about the tools, and the engine differences skip the system-
+    message probes (EXAONE 4.0/4.5, K-EXAONE: system prompt and tools lost in llama.cpp)"""
     facts, findings = _audit(CONTINUE_AFTER_SYSTEM)
     assert facts.tools_in_prompt is True and facts.tools_with_system is False
     assert any(d.probe in (probes.SYSTEM, probes.TOOLS_WITH_SYSTEM) for d in facts.engine_differences)

@@ -111,7 +111,8 @@ TOOL_CALLS_NOT_RENDERED = register(
         Severity.WARNING,
         "The template renders tools but drops assistant `tool_calls` from the history.",
         why="In a multi-turn conversation the model does not see the calls it made, so the tool results "
-        "that follow make no sense to it.",
+        "that follow make no sense to it. Judged on llama.cpp's round-trip prompt (the call's argument value) when "
+        "llama.cpp rendered one, else on transformers' rendering of the call.",
         example="A template that prints only `message.content` for assistant messages.",
         fix="Use the upstream template, which renders calls in the model's own dialect.",
     )
@@ -121,9 +122,13 @@ TOOL_CALLS_NOT_RENDERED = register(
 @check(TOOL_CALLS_NOT_RENDERED, "template")
 def tool_calls_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     if t.renders_tools and t.renders_tool_calls is False:
+        where = ""
+        if t.calls_engine == "llama.cpp":
+            hf = t.call is not None and t.call.rendered
+            where = " (llama.cpp's prompt" + ("; transformers renders the call)" if hf else ")")
         yield ctx.finding(
             TOOL_CALLS_NOT_RENDERED,
-            "tools are rendered, but an assistant message's tool_calls leave no trace in the prompt",
+            f"tools are rendered, but an assistant message's tool_calls leave no trace in the prompt{where}",
             t,
             evidence=trim(t.call_text),
         )
@@ -135,7 +140,9 @@ TOOL_RESULTS_NOT_RENDERED = register(
         "tool-results-not-rendered",
         Severity.WARNING,
         "The template renders tools but drops `tool`-role results (or raises on them).",
-        why="The model never sees what the tool returned; it repeats the call or invents the result.",
+        why="The model never sees what the tool returned; it repeats the call or invents the result. Judged on "
+        "llama.cpp's prompt when llama.cpp rendered the round trip (the runtime the file is for), else on "
+        "transformers'; the message names the engine whose prompt lacks the result.",
         example="A loop that handles only user/assistant/system roles.",
         fix="Use the upstream template, which renders tool results.",
     )
@@ -149,12 +156,27 @@ def tool_results_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Fi
     if t.renders_tool_results is False:
         yield ctx.finding(
             TOOL_RESULTS_NOT_RENDERED,
-            "tools are rendered, but a tool-role result does not appear in the prompt",
+            f"tools are rendered, but a tool-role result does not appear in the prompt ({_results_engine(t)})",
             t,
-            evidence=trim(t.prompts.get("round_trip", "")[-EVIDENCE_MAX:]),
+            evidence=trim(t.round_trip_prompt()[-EVIDENCE_MAX:]),
+            engine=t.results_engine,
         )
     elif t.renders_tool_results is None and t.overrun is None:
-        yield ctx.finding(TOOL_RESULTS_NOT_RENDERED, "tools are rendered, but rendering a tool round trip raises", t)
+        engines = "transformers and llama.cpp" if t.llamacpp is not None else "transformers (llama.cpp not asked)"
+        yield ctx.finding(
+            TOOL_RESULTS_NOT_RENDERED, f"tools are rendered, but rendering a tool round trip raises in {engines}", t
+        )
+
+
+def _results_engine(t: TemplateFacts) -> str:
+    """Whose prompt lacks the tool result, and what the other engine did."""
+    if t.results_engine != "llama.cpp":
+        engine = "transformers" if t.results_engine == "transformers" else "llama.cpp's leniencies; transformers raises"
+        return engine + ("" if t.llamacpp is None else "; llama.cpp did not render the round trip")
+    hf = t.prompts.get("round_trip")
+    if hf is not None and probes.CANARY_RESULT in hf:
+        return "llama.cpp's prompt; transformers renders the result"
+    return "llama.cpp's prompt" + ("; transformers' too" if probes.ROUND_TRIP in t.strict else "")
 
 
 DEFAULT_IGNORES_TOOLS = register(
@@ -392,3 +414,46 @@ def tools_verdict_unknown(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
             f"cannot tell whether the tool schemas reach the prompt: {t.tools_undecided}",
             t,
         )
+
+
+TOOLS_LOST_WITH_SYSTEM_MESSAGE = register(
+    Rule(
+        "GT212",
+        "tools-lost-with-system-message",
+        Severity.WARNING,
+        "The tool schemas reach the prompt for a user message alone but vanish once a system message is sent.",
+        why="Most clients send a system prompt with their tools (agents, IDE assistants, OpenAI-compatible "
+        "frameworks): they get a prompt without the tools, and the model answers as if it had none. Judged on "
+        "llama.cpp's prompt when llama.cpp rendered both conversations (its engine drops what a loop iteration "
+        "printed before `{% continue %}`, so a template that writes the system turn and its tools and then "
+        "continues loses both there), else on transformers'. The opposite case is GT210.",
+        example="`{% if loop.first and m.role == 'system' %}…{{ tools | tojson }}…{% continue %}{% endif %}` "
+        "rendered by llama.cpp, or a template that writes the tool block only when there is no system message.",
+        fix="Write the tool block whether or not a system message is sent, without `{% continue %}` after "
+        "output (use `{% if %}…{% else %}` instead); use the upstream template if it already does.",
+    )
+)
+
+
+@check(TOOLS_LOST_WITH_SYSTEM_MESSAGE, "template")
+def tools_lost_with_system_message(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
+    if not (t.tools_in_prompt and t.tools_with_system is False):
+        return
+    llama = t.llamacpp.text(probes.TOOLS_WITH_SYSTEM) if t.llamacpp is not None else None
+    engine = "llama.cpp" if llama is not None else "transformers"
+    with_system = t.tools_with_system_prompt()
+    also = ""
+    if probes.CANARY_SYSTEM not in with_system:
+        also = " (and the system message itself is lost)"
+    yield ctx.finding(
+        TOOLS_LOST_WITH_SYSTEM_MESSAGE,
+        f"the tool schemas (the canary tool {probes.CANARY_TOOL_NAME!r}) reach the prompt for a user message "
+        f"alone but not once a system message is sent ({engine}){also}: clients that send a system prompt with "
+        "their tools get none",
+        t,
+        evidence="user message + tools:\n"
+        + around(t.tools_prompt(), probes.CANARY_TOOL_NAME, 150)
+        + "\n\nsystem + user message + tools:\n"
+        + trim(with_system, 300),
+        engine=engine,
+    )

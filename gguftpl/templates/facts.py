@@ -222,8 +222,15 @@ class TemplateFacts:
     system_rejection: RenderFailure | None = None
     call: CallFacts | None = None
     renders_tool_calls: bool | None = None
+    """An assistant tool call's arguments reach the history in the prompt of ``calls_engine`` (``call`` is how
+    transformers writes it)."""
+    calls_engine: str = ""
+    """Whose prompt ``renders_tool_calls`` was read from: ``llama.cpp``, ``transformers`` or ``lenient``."""
     renders_tool_results: bool | None = None
-    """The tool result's content reached the round-trip prompt; None when that probe did not render."""
+    """The tool result's content reached the round-trip prompt of ``results_engine``; None when no engine rendered
+    that probe."""
+    results_engine: str = ""
+    """Whose prompt ``renders_tool_results`` was read from: ``llama.cpp``, ``transformers`` or ``lenient``."""
     end_of_turn: str | None = None
     """The marker written right after an assistant message's content."""
     markers: tuple[str, ...] = ()
@@ -239,6 +246,9 @@ class TemplateFacts:
     """Probes transformers' renderer rendered itself (the rest of ``prompts`` came from the lenient sandbox)."""
     lenient: bool = False
     """Some probe rendered only in the lenient sandbox (llama.cpp's leniencies)."""
+    content_as_parts: bool = False
+    """The probes sent each string content as one text part, as llama.cpp does for this template (its capability
+    probe: the template reads content only as a list of parts)."""
     overrun: RenderFailure | None = None
     """The probe that hit a bound (time, output size, memory); rendering stopped there."""
     dialect: str = "none"
@@ -269,6 +279,17 @@ class TemplateFacts:
         if self.tools_engine == "llama.cpp" and self.llamacpp is not None:
             return self.llamacpp.text("tools") or ""
         return self.prompts.get("tools", "") if self.tools_engine in ("transformers", "lenient") else ""
+
+    def round_trip_prompt(self) -> str:
+        """The round-trip prompt ``renders_tool_results`` was read from ('' when none was)."""
+        if self.results_engine == "llama.cpp" and self.llamacpp is not None:
+            from gguftpl.templates import probes
+
+            for probe in (probes.ROUND_TRIP, probes.NULL_CONTENT):
+                text = self.llamacpp.text(probe)
+                if text is not None:
+                    return text
+        return self.prompts.get("round_trip", "") if self.results_engine in ("transformers", "lenient") else ""
 
     def tools_with_system_prompt(self) -> str:
         """The prompt of the conversation with a system message and tools (llama.cpp's first)."""

@@ -30,7 +30,13 @@ from gguftpl.templates.facts import (
     trim,
 )
 from gguftpl.templates.hfrender import TemplateRenderError, render_hf
-from gguftpl.templates.verdicts import dropped_messages, tools_verdict, tools_with_system
+from gguftpl.templates.verdicts import (
+    dropped_messages,
+    tool_calls_verdict,
+    tool_results_verdict,
+    tools_verdict,
+    tools_with_system,
+)
 
 PROMPT_KEEP = 65536
 """Characters of each probe prompt kept in the facts."""
@@ -50,13 +56,17 @@ class _Renderer:
     name -> text, as transformers passes them), stopping at the first resource overrun and recording every
     probe transformers refused."""
 
-    def __init__(self, text: str, bos: str, eos: str, specials: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, text: str, bos: str, eos: str, specials: Mapping[str, str] | None = None, parts: bool = False
+    ) -> None:
         self.text = text
         self.bos = bos
         self.eos = eos
         self.specials: dict[str, Any] = {
             k: v for k, v in (specials or {}).items() if k not in ("bos_token", "eos_token")
         }
+        self.parts = parts
+        """Send string content as one text part, as llama.cpp does for a template that reads only parts."""
         self.overrun: RenderFailure | None = None
         self.lenient_used = False
         self.errors: list[RenderFailure] = []
@@ -73,6 +83,8 @@ class _Renderer:
     ) -> str | None:
         if self.overrun is not None:
             return None
+        if self.parts:
+            messages = probes.content_as_parts(messages)
         try:
             out = render_hf(self.text, messages, tools, agp, self.bos, self.eos, **self.specials)
             self.strict.add(label)
@@ -150,12 +162,11 @@ def gather_facts(
     draft.timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
     r = _Renderer(text, bos_token, eos_token, special_tokens)
     draft.set(special_tokens=dict(r.specials))
+    before = dict(draft.fields)
     if ast is None:
         _dialect_without_ast(draft, text)
     else:
-        t1 = time.perf_counter()
-        _behaviour(draft, r, text, ast)
-        draft.timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
+        _render_probes(draft, r, ast)
     llama = None
     if ask_llamacpp and not _is_bomb(draft):
         # llama.cpp renders the template at load without limits: a bomb would cost a crashed worker or the
@@ -163,10 +174,23 @@ def gather_facts(
         t2 = time.perf_counter()
         llama = _llamacpp(text, bos_token, eos_token)
         draft.timings["llamacpp"] = round((time.perf_counter() - t2) * 1000, 2)
+    if ast is not None and llama is not None and probes.typed_content_only(llama.caps):
+        # llama.cpp sends string content as text parts to this template: probe it as llama.cpp does, so both
+        # engines see the same conversation (its caps are known only now: llama.cpp is asked after the bounded
+        # renderer has ruled out a bomb)
+        draft.fields, draft.prompts = {**before, "content_as_parts": True}, {}
+        r = _Renderer(text, bos_token, eos_token, special_tokens, parts=True)
+        _render_probes(draft, r, ast)
     _decide(draft, r, llama)
     if llama is not None and ast is not None:
         draft.set(engine_differences=_engine_differences(text, llama, r.specials))
     return draft.freeze(t0)
+
+
+def _render_probes(draft: _Draft, r: _Renderer, ast: Any) -> None:
+    t1 = time.perf_counter()
+    _behaviour(draft, r, r.text, ast)
+    draft.timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
 
 
 def _is_bomb(draft: _Draft) -> bool:
@@ -234,23 +258,25 @@ def _behaviour(draft: _Draft, r: _Renderer, text: str, ast: Any) -> None:
 
 
 def _tools_probes(draft: _Draft, r: _Renderer) -> list[dict[str, Any]] | None:
-    """The plain probe and the canary-tool probe (user-only, and with a system message when the tools are not
-    in the user-only prompt); returns the tools every later probe passes (the canary for a template that
-    renders only with tools, else None)."""
+    """The plain probe and the canary-tool probe, user-only and with a system message (some templates write the
+    tool block only inside a system turn, others drop it once there is one); returns the tools every later
+    probe passes (the canary for a template that renders only with tools, else None)."""
     plain = r.render(probes.PLAIN, probes.plain_conversation(), agp=True)
     with_tools = r.render(probes.TOOLS, probes.tools_conversation(), tools=probes.canary_tools())
     shown = with_tools
-    if with_tools is not None and probes.CANARY_TOOL_NAME not in with_tools:
-        # Some templates write the tool block only inside a system turn: try with one (folded if refused).
+    if with_tools is not None:
+        # folded if the template refuses the system role; the lenient sandbox only where the tools are missing
+        lenient = probes.CANARY_TOOL_NAME not in with_tools
         system_conv = probes.plain_conversation(system=True)
         before = len(r.errors)
         alt = r.render(probes.TOOLS_WITH_SYSTEM, system_conv, tools=probes.canary_tools(), fallback=False)
         if alt is None and r.overrun is None:
-            alt = r.render(probes.TOOLS_WITH_SYSTEM, probes.fold_system(system_conv), tools=probes.canary_tools())
+            folded = probes.fold_system(system_conv)
+            alt = r.render(probes.TOOLS_WITH_SYSTEM, folded, tools=probes.canary_tools(), fallback=lenient)
         del r.errors[before:]
         if alt is not None:
             draft.prompts["tools with system"] = alt
-            if probes.CANARY_TOOL_NAME in alt:
+            if lenient and probes.CANARY_TOOL_NAME in alt:
                 shown = alt
     base_tools: list[dict[str, Any]] | None = None
     if plain is None and shown is not None:
@@ -357,7 +383,6 @@ def _round_trip(draft: _Draft, r: _Renderer, call: dict[str, Any], content: str 
     )
     if out is not None:
         draft.prompts["round_trip"] = out
-        draft.set(renders_tool_results=probes.CANARY_RESULT in out)
 
 
 def _multi_turn(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | None, eos: str) -> None:
@@ -437,7 +462,10 @@ def _markers_and_dialect(draft: _Draft, bos: str) -> None:
 
     call = draft.fields.get("call")
     call_text = call.text if call else ""
-    rendered = [draft.prompts.get(k) for k in ("plain", "tools", "tools with system", "round_trip", "multi")]
+    keys = ["plain", "tools", "round_trip", "multi"]
+    if probes.CANARY_TOOL_NAME not in draft.prompts.get("tools", ""):
+        keys.insert(2, "tools with system")  # where it stands in for the user-only tools prompt
+    rendered = [draft.prompts.get(k) for k in keys]
     draft.set(markers=tuple(tokens.control_markers([p for p in [*rendered, call_text] if p])))
     plain = draft.prompts.get("plain")
     draft.set(starts_with_bos=bool(bos) and plain is not None and plain.startswith(bos))
@@ -481,23 +509,27 @@ def _decide(draft: _Draft, r: _Renderer, llama: LlamaCppFacts | None) -> None:
     static = draft.fields.get("static")
     draft.set(**tools_verdict(llama, draft.prompts, strict, static, tools_error))
     draft.set(tools_with_system=tools_with_system(llama, draft.prompts), llamacpp=llama, strict=strict)
+    draft.set(**tool_results_verdict(llama, draft.prompts, strict))
+    call_lenient = any(e.probe == "assistant tool call" for e in r.errors)
+    draft.set(**tool_calls_verdict(llama, draft.fields.get("renders_tool_calls"), call_lenient))
     draft.set(render_errors=tuple(r.errors), lenient=r.lenient_used, overrun=r.overrun)
 
 
 def _engine_differences(text: str, llama: LlamaCppFacts, specials: Mapping[str, str]) -> tuple[EngineDifference, ...]:
     """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
-    (verify.compare) and the other special tokens transformers passes (``specials``), whose prompts still
-    differ."""
+    (verify.compare), the other special tokens transformers passes (``specials``) and the messages as llama.cpp
+    hands them to the template (``probes.llamacpp_messages``), whose prompts still differ."""
     from gguftpl.verify.compare import compare_prompts, difference_window
 
     bos, eos = llama.specials
     shapes = {name: (msgs, tools) for name, msgs, tools, _agp in probes.engine_probes()}
     out = []
-    for name in (probes.PLAIN, probes.TOOLS, probes.ROUND_TRIP):
+    for name in (probes.PLAIN, probes.TOOLS, probes.ROUND_TRIP, probes.SYSTEM, probes.TOOLS_WITH_SYSTEM):
         prompt = llama.text(name)
         if prompt is None:
             continue
         msgs, tools = shapes[name]
+        msgs = probes.llamacpp_messages(msgs, llama.caps)
         ag = compare_prompts(text, msgs, tools, prompt, bos, eos, specials=specials)
         if ag.hf_error is None and not ag.identical and ag.hf_prompt is not None:
             at = ag.first_difference or 0

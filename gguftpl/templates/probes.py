@@ -103,9 +103,9 @@ def tool_round_trip_conversation(call: dict[str, Any] | None = None, content: st
     return [*tool_call_conversation(call, content), tool_result_message()]
 
 
-def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Merge system messages into the first user message, as llama.cpp does for templates that reject
-    the system role."""
+def fold_system(messages: list[dict[str, Any]], sep: str = "\n\n") -> list[dict[str, Any]]:
+    """Merge system messages into the first user message (joined by ``sep``; llama.cpp uses one newline), as
+    llama.cpp does for templates that reject the system role."""
     system = [m.get("content") or "" for m in messages if m.get("role") == "system"]
     rest = [dict(m) for m in messages if m.get("role") != "system"]
     if not system:
@@ -113,9 +113,50 @@ def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     prefix = "\n\n".join(str(s) for s in system)
     for m in rest:
         if m.get("role") == "user":
-            m["content"] = f"{prefix}\n\n{m.get('content') or ''}"
+            m["content"] = f"{prefix}{sep}{m.get('content') or ''}"
             return rest
     return [{"role": "user", "content": prefix}, *rest]
+
+
+def content_as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every string ``content`` turned into one text part, as llama.cpp sends them to a template
+    that reads content only as parts (``typed_content_only``)."""
+    return [
+        {**m, "content": [{"type": "text", "text": m["content"]}]} if isinstance(m.get("content"), str) else m
+        for m in messages
+    ]
+
+
+def typed_content_only(caps: dict[str, bool]) -> bool:
+    """llama.cpp's capability probe found the template reads content as a list of parts and not as a string:
+    llama.cpp then sends every string content as one text part."""
+    return caps.get("supports_string_content") is False and caps.get("supports_typed_content") is True
+
+
+def llamacpp_messages(messages: list[dict[str, Any]], caps: dict[str, bool]) -> list[dict[str, Any]]:
+    """``messages`` as llama.cpp hands them to the template its capability probe found ``caps`` for: system
+    messages folded into the first user turn (no system role), string content as text parts (parts only) or
+    text parts joined into a string (strings only). Comparing engines on this conversation compares their Jinja
+    engines, not llama.cpp's message normalisation (which other rules report)."""
+    out = [dict(m) for m in messages]
+    if caps.get("supports_system_role") is False:
+        out = fold_system(out, sep="\n")
+    if typed_content_only(caps):
+        return content_as_parts(out)
+    if caps.get("supports_string_content") is True and caps.get("supports_typed_content") is False:
+        for m in out:
+            if isinstance(m.get("content"), list):
+                m["content"] = _joined_text(m["content"])
+    return out
+
+
+def _joined_text(parts: list[Any]) -> str:
+    """llama.cpp's ``concat_content_parts`` for text parts: each after the first non-empty text on a new line."""
+    text = ""
+    for part in parts:
+        if isinstance(part, dict) and part.get("type") == "text":
+            text += ("\n" if text else "") + str(part.get("text", ""))
+    return text
 
 
 # Probes both engines render (transformers in the render worker, llama.cpp in the parse-check worker), by name.

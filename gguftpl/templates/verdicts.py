@@ -76,6 +76,41 @@ def tools_with_system(llama: LlamaCppFacts | None, prompts: dict[str, str]) -> b
     return probes.CANARY_TOOL_NAME in prompt and probes.CANARY_PARAM_TOKEN in prompt
 
 
+def tool_results_verdict(
+    llama: LlamaCppFacts | None, prompts: dict[str, str], strict: tuple[str, ...]
+) -> dict[str, Any]:
+    """``renders_tool_results`` and whose prompt decided it: does the tool result of the round trip (user, assistant
+    tool call, tool result) reach the prompt? llama.cpp's round trip (or its null-content twin, the OpenAI shape)
+    when it rendered one, else transformers' (the lenient sandbox's when transformers refused it)."""
+    if llama is not None:
+        for probe in (probes.ROUND_TRIP, probes.NULL_CONTENT):
+            prompt = llama.text(probe)
+            if prompt is not None:
+                return {"renders_tool_results": probes.CANARY_RESULT in prompt, "results_engine": "llama.cpp"}
+    prompt = prompts.get("round_trip")
+    if prompt is None:
+        return {}
+    engine = "transformers" if probes.ROUND_TRIP in strict else "lenient"
+    return {"renders_tool_results": probes.CANARY_RESULT in prompt, "results_engine": engine}
+
+
+def tool_calls_verdict(llama: LlamaCppFacts | None, transformers: bool | None, lenient: bool) -> dict[str, Any]:
+    """``renders_tool_calls`` and whose prompt decided it: does an assistant tool call leave its arguments in the
+    history? llama.cpp's round trips (an argument value no template contains) when it rendered one, else what
+    transformers' call probe found (``lenient`` when only the lenient sandbox rendered it)."""
+    if llama is not None:
+        prompts = [llama.text(p) for p in (probes.ROUND_TRIP, probes.NULL_CONTENT)]
+        rendered = [p for p in prompts if p is not None]
+        if rendered:
+            return {
+                "renders_tool_calls": any(probes.CANARY_ARG_VALUE in p for p in rendered),
+                "calls_engine": "llama.cpp",
+            }
+    if transformers is None:
+        return {}
+    return {"renders_tool_calls": transformers, "calls_engine": "lenient" if lenient else "transformers"}
+
+
 def dropped_messages(system_prompt: str | None, multi_prompt: str | None) -> tuple[str, ...]:
     """Messages a prompt rendered without error but lost: the system probe's system text, or the multi-turn
     probe's assistant reply (strings no template contains). Only when the user's text did reach the prompt:

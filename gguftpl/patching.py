@@ -144,7 +144,9 @@ def run_patch(
         raise PatchError("nothing to change: the file already has exactly these templates")
     from gguftpl.auditcache import AnalysisCache
 
-    cache = AnalysisCache()  # the three audits share what they learn of the templates they have in common
+    # the three audits share what they learn of the templates they have in common, and the cache folder keeps
+    # it for the next patch of the same templates (every quant of a model)
+    cache = AnalysisCache.on_disk()
     audited = _audit(plan.path, cache)
     if not options.allow_new_errors:
         _refuse_new_errors(plan, out_s, audited, cache)

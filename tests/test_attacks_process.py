@@ -64,7 +64,12 @@ def test_a_signal_at_any_moment_is_one_line(
     assert done.returncode == 0
     signalled = 0
     for delay in DELAYS:
-        proc = start([command, "patch", str(gguf), "--template", f"default={template}", "-o", str(out_dir / "x")])
+        # a fresh cache folder each run: the templates are analysed (rendered, loaded in llama.cpp) every time,
+        # so the signal lands in every phase, not in a patch that the facts cache made quick
+        cold = {"GGUFTPL_CACHE_DIR": str(tmp_path / f"cache-{delay}")}
+        proc = start(
+            [command, "patch", str(gguf), "--template", f"default={template}", "-o", str(out_dir / "x")], env=cold
+        )
         wait_until(lambda p=proc: catches(p.pid, signal.SIGTERM) or p.poll() is not None, "no handlers installed")
         time.sleep(delay)
         kids = children(proc.pid)

@@ -127,3 +127,29 @@ def test_the_key_covers_the_special_tokens_passed_to_templates(make_gguf) -> Non
         assert t.special_tokens == {"sep_token": sep, "cls_token": "<cls>"}
         assert t.prompts["plain"] == probes.CANARY_USER + sep
     assert len(memo) == 2
+
+
+def test_file_facts_are_kept_per_metadata_and_read_back_exactly(tmp_path: Path, make_gguf) -> None:
+    """Upstream discovery and the vocabulary's UTF-8 check are kept per file's raw metadata: a second run
+    reads them back (same upstream, same GT001 offset), and a file whose vocabulary bytes differ is judged
+    afresh, never given another file's answer."""
+    good = make_gguf("Hermes-2-Pro-Mistral-7B.gguf", templates={"default": CHATML})
+    bad = make_gguf("spoiled.gguf", templates={"default": CHATML})
+    data = bad.read_bytes()
+    at = data.index(b"<tool_call>") + 1
+    bad.write_bytes(data[:at] + b"\xff" + data[at + 1 :])
+    store_dir = tmp_path / "cache"
+
+    def run() -> list[Any]:
+        return audit_paths(
+            [good, bad], AuditOptions(engine="hf-only"), cache=AnalysisCache(FactsStore(store_dir))
+        ).files
+
+    first, second = run(), run()
+    assert len(list((store_dir / "files").glob("*.json"))) == 2
+    for a, b in zip(first, second, strict=True):
+        assert (a.upstream_repo, a.upstream_how) == (b.upstream_repo, b.upstream_how)
+        assert [(f.code, f.message) for f in a.findings] == [(f.code, f.message) for f in b.findings]
+    assert first[0].upstream_repo == "NousResearch/Hermes-2-Pro-Mistral-7B"
+    assert any(f.code == "GT001" and f"at byte {at}" in f.message for f in second[1].findings)
+    assert not any(f.code == "GT001" for f in second[0].findings)

@@ -343,14 +343,19 @@ class VocabFacts:
         return self.types.get(token_id)
 
 
-def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...]) -> VocabFacts:
-    """Look up every marker and end-of-turn text of ``templates`` in ``tset``'s vocabulary."""
+_UNKNOWN: Any = object()
+
+
+def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...], *, invalid_utf8: Any = _UNKNOWN) -> VocabFacts:
+    """Look up every marker and end-of-turn text of ``templates`` in ``tset``'s vocabulary. ``invalid_utf8``:
+    the vocabulary's first invalid UTF-8 byte when already known (the audit's cache keeps it per file)."""
     if not tset.has_vocab:
         return VocabFacts(False)
     texts = {m for t in templates for m in t.markers} | {t.end_of_turn for t in templates if t.end_of_turn}
     ids = {text: tset.token_id(text) for text in sorted(texts)}
     types = {tid: tset.token_type(tid) for tid in ids.values() if tid is not None}
-    return VocabFacts(True, ids, types, tset.invalid_token_utf8())
+    invalid = tset.invalid_token_utf8() if invalid_utf8 is _UNKNOWN else invalid_utf8
+    return VocabFacts(True, ids, types, invalid)
 
 
 def _decode(tp: Any, value: Any) -> Any:

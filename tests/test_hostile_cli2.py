@@ -248,6 +248,7 @@ def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_
     KeyboardInterrupt traceback and could leave the worker running."""
     pytest.importorskip("xllamacpp")
     script = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import os, signal, sys, threading\n"
         "from gguftpl.verify.parsecheck import parse_check, parse_check_worker\n"
         f"parse_check([{CHATML!r}])\n"

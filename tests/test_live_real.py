@@ -139,6 +139,7 @@ def test_ctrl_c_while_the_model_answers_ends_the_model_process(original: Path) -
     import time
 
     script = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import sys\n"
         "from gguftpl.verify.childsession import ChildSession\n"
         "from gguftpl.verify.live import LiveOptions, generate\n"

@@ -138,6 +138,7 @@ def test_prestart_then_close_leaves_no_process() -> None:
 
 def test_ctrl_c_while_waiting_kills_the_child() -> None:
     script = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import os, signal, sys, threading\n"
         "from gguftpl.worker import Op, Worker, WorkerSpec\n"
         f"w = Worker(WorkerSpec('t', {{'nap': Op('tests.worker_ops:nap')}}, env={{'PYTHONPATH': {str(ROOT)!r}}}))\n"

@@ -128,16 +128,22 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def xfs_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def xfs_dir() -> Iterator[Path]:
     """A folder on a loop-mounted XFS with reflinks (tests/xfsloop.py), one per test session; skipped with
-    the reason where it cannot be made (not root, no mkfs.xfs, loop devices refused)."""
+    the reason where it cannot be made (not root, no mkfs.xfs, loop devices refused). Mounted outside pytest's
+    temp folders: a run killed before its teardown leaves a mount that pytest's clean-up of old temp folders
+    would trip over (EBUSY) and crash the next run with."""
     from tests.xfsloop import Unavailable, xfs_loop
 
+    folder = Path(tempfile.mkdtemp(prefix="gguftpl-test-xfs-"))
     try:
-        with xfs_loop(tmp_path_factory.mktemp("xfs")) as mnt:
+        with xfs_loop(folder) as mnt:
             yield mnt
     except Unavailable as exc:
         pytest.skip(f"no loop-mounted XFS: {exc}")
+    finally:
+        if not os.path.ismount(folder / "mnt"):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class _NumpyReadingIntoMemory:

@@ -8,15 +8,17 @@ template set. With ``AnalysisCache.on_disk()`` the facts persist in the user's c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gguftpl.errors import GGUFTplError
 from gguftpl.templates.analysis import SetFacts, gather_set
 from gguftpl.templates.facts import VocabFacts, vocab_facts
-from gguftpl.templates.factstore import FactsStore
+from gguftpl.templates.factstore import FactsStore, write_entry
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ class AnalysisCache:
         repo, how = _find_upstream(tset)
         invalid = tset.invalid_token_utf8()
         if not how.startswith("discovery failed"):  # a failure is not a fact about the file
-            _write_json(path, {"repo": repo, "how": how, "invalid_utf8": invalid})
+            write_entry(path, {"repo": repo, "how": how, "invalid_utf8": invalid})
         return repo, how, invalid
 
     def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
@@ -237,37 +239,29 @@ def _raw_metadata(source: Any, path: Any, start: int, end: int) -> bytes | None:
 
 
 def _file_key(header_key: str) -> str:
-    """The file's raw metadata (``_header_key``), the code and the catalog's files, by size and mtime."""
+    """The file's raw metadata (``_header_key``), the code and the catalog it is matched against."""
     from gguftpl.templates.factstore import code_identity
     from gguftpl.upstream.catalog import catalog_dir
 
-    parts = [code_identity(), header_key]
     try:
-        root = catalog_dir()
-        for path in sorted(root.rglob("*")):
+        catalog = _catalog_identity(str(catalog_dir()))
+    except GGUFTplError:  # no catalog found: discovery says so, and that answer is keyed as such
+        catalog = "catalog=missing"
+    key = "\n".join((code_identity(), catalog, header_key))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _catalog_identity(root: str) -> str:
+    """The catalog's files by name, size and mtime: walked once per process, not once per file audited."""
+    parts = []
+    try:
+        for path in sorted(Path(root).rglob("*")):
             st = path.stat()
             parts.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
-    except (OSError, GGUFTplError):
+    except OSError:
         parts.append("catalog=unreadable")
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _write_json(path: Any, data: dict[str, Any]) -> None:
-    """Write a cache entry atomically, private to the user; a full disk or a read-only home: no entry."""
-    import json
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False)
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    return "\n".join(parts)
 
 
 def _find_upstream(tset: Any) -> tuple[str | None, str]:

@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
+from typing import Any
 
 from gguftpl.templates.facts import TemplateFacts
 
@@ -78,6 +79,25 @@ def code_identity() -> str:
     return _CODE
 
 
+def write_entry(path: Path, data: dict[str, Any]) -> bool:
+    """Write one cache entry atomically (a temp file renamed over it), private to the user; False when it
+    could not be written (a full disk or a read-only home: the audit goes on without the cache)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, separators=(",", ":"))
+        os.replace(tmp, path)
+        return True
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
 class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
     """Facts in memory, backed by the folder (``folder=None``: memory only)."""
 
@@ -115,19 +135,8 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
             self._write(self._path(key), facts)
 
     def _write(self, path: Path, facts: TemplateFacts) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(facts.to_dict(), fh, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, path)
+        if write_entry(path, facts.to_dict()):
             self.disk_writes += 1
-        except (OSError, TypeError, ValueError):
-            try:  # a full disk or a read-only home: the audit goes on without the cache
-                os.unlink(tmp)
-            except OSError:
-                pass
 
     def __delitem__(self, key: FactsKey) -> None:
         self._memory.pop(key, None)

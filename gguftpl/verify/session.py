@@ -183,6 +183,7 @@ class LlamaCppSession:
         self._props: dict[str, Any] | None = None
         self._names: list[str] | None = None
         self._eos_id: int | None = None
+        self._template_specials: dict[str, str] | None = None
         self._loop_ready = False
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
 
@@ -191,10 +192,12 @@ class LlamaCppSession:
         template and llama.cpp does not: the engine comparison gives them to the transformers side."""
         if self.path is None:
             return {}
-        from gguftpl.gguf.reader import read_header
-        from gguftpl.templates.templateset import load_templateset, template_special_tokens
+        if self._template_specials is None:  # one header read per session, not one per compared request
+            from gguftpl.gguf.reader import read_header
+            from gguftpl.templates.templateset import load_templateset, template_special_tokens
 
-        return template_special_tokens(load_templateset(read_header(self.path)))
+            self._template_specials = template_special_tokens(load_templateset(read_header(self.path)))
+        return self._template_specials
 
     # ------------------------------------------------------------------------------------------ lifecycle
 

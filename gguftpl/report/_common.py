@@ -32,6 +32,12 @@ def rule_of(run: AuditRun, finding: Finding) -> Rule:
     return Rule(finding.code, finding.name, finding.severity, finding.name.replace("-", " "))
 
 
+def fix_of(run: AuditRun, finding: Finding) -> str:
+    """How to fix ``finding``: its runnable command, else its rule's fix in words (a finding that only says
+    what is wrong is half a finding)."""
+    return finding.fix or rule_of(run, finding).fix
+
+
 def template_dict(report: Any) -> dict[str, Any]:
     return {f: _plain(getattr(report, f, None)) for f in TEMPLATE_FIELDS}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gguftpl.report._common import GITHUB_LEVEL, repo_context, where
+from gguftpl.report._common import GITHUB_LEVEL, fix_of, repo_context, where
 from gguftpl.safeio import terminal_text
 
 if TYPE_CHECKING:
@@ -42,8 +42,9 @@ class GitHubFormatter:
                 repo = repo_context(f)  # an annotation has no properties: say which repo and quants
                 if repo:
                     message += f"\n{repo}"
-                if f.fix:
-                    message += f"\nFix: {f.fix}"
+                fix = fix_of(run, f)
+                if fix:
+                    message += f"\nFix: {fix}"
                 file = escape_property(f.location.file or fa.path)
                 props = f"file={file},title={escape_property(f'{f.code} {f.name}')}"
                 lines.append(f"::{GITHUB_LEVEL[f.severity]} {props}::{escape_data(message)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Severity
-from gguftpl.report._common import where
+from gguftpl.report._common import fix_of, where
 from gguftpl.safeio import printable, terminal_text
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class TextFormatter:
     def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
         lines: list[str] = []
         for fa in run.files:
-            lines.extend(self._file(fa))
+            lines.extend(self._file(fa, run))
             lines.append("")
         lines.append(self._summary(run))
         if context is not None:
@@ -64,7 +64,7 @@ class TextFormatter:
         # command in a CI log (a file path that starts with `::`), in a report written with -o too
         return terminal_text("\n".join(lines), keep_sgr=self.color) + "\n"
 
-    def _file(self, fa: FileAudit) -> list[str]:
+    def _file(self, fa: FileAudit, run: AuditRun) -> list[str]:
         out = [self._s(printable(fa.path), bold=True)]
         out.extend(f"  note: {printable(note)}" for note in fa.notes)
         if fa.upstream_repo:
@@ -76,7 +76,7 @@ class TextFormatter:
             by_template.setdefault(f.template, []).append(f)
         if by_template.get(None):
             out.append("  file")
-            out.extend(self._finding(f) for f in by_template.pop(None))
+            out.extend(self._finding(f, run) for f in by_template.pop(None))
         for t in fa.templates:
             name = getattr(t, "name", "?")
             sha = (getattr(t, "sha256", "") or "")[:12]
@@ -86,10 +86,10 @@ class TextFormatter:
                 f"dialect {getattr(t, 'dialect', '?')}, tools in prompt: "
                 f"{_yes_no(getattr(t, 'tools_in_prompt', None))}{_decided_by(t)})"
             )
-            out.extend(self._finding(f) for f in by_template.pop(name, []))
+            out.extend(self._finding(f, run) for f in by_template.pop(name, []))
         for name, findings in by_template.items():  # a finding about a template not in the report
             out.append(f"  template {printable(str(name))}")
-            out.extend(self._finding(f) for f in findings)
+            out.extend(self._finding(f, run) for f in findings)
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
         return out
@@ -112,7 +112,7 @@ class TextFormatter:
             out.append(f"    {name:<{w1}}  {printable(template):<{w2}}  {mark}  {printable(reason)}")
         return out
 
-    def _finding(self, f: Finding) -> str:
+    def _finding(self, f: Finding, run: AuditRun) -> str:
         sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
         parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {printable(f.message)}"]
         at = where(f)
@@ -128,8 +128,9 @@ class TextFormatter:
                 parts.append(f"        | {printable(line)}")
             if len(ev) > len(shown):
                 parts.append(f"        | … ({len(ev) - len(shown)} more lines)")
-        if f.fix:
-            parts.append(f"      fix: {self._s(printable(f.fix), fg='cyan')}")
+        fix = fix_of(run, f)
+        if fix:
+            parts.append(f"      fix: {self._s(printable(fix), fg='cyan')}")
         return "\n".join(parts)
 
     def _summary(self, run: AuditRun) -> str:

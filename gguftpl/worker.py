@@ -12,6 +12,12 @@ Protocol: length-framed JSON (4-byte big-endian length, then UTF-8 JSON) on the 
 its stdout; the child's own fd 1 points at stderr (discarded), so what a library prints never enters it.
 One worker may serve several ops (``WorkerSpec.ops``): a single warm child can render with jinja2 and load
 templates into llama.cpp alike.
+
+A child need not be Python: ``WorkerSpec.command`` starts any program that speaks the same frames (the Node.js
+worker of ``@huggingface/jinja``, the Go worker of Ollama's templates). It writes ``{"ready": true}`` first and then
+one ``{"kind": "ok", "value": ...}`` or ``{"kind": "error", "message": ...}`` frame per item; its memory is capped
+from outside (``WorkerSpec.data_limit``, RLIMIT_DATA, which Node's and Go's large address-space reservations do not
+count against) and its time by the parent, as for a Python child.
 """
 
 from __future__ import annotations
@@ -87,6 +93,11 @@ class WorkerSpec:
     cannot remove its own temporary files."""
     exit_grace: float = 0.0
     """Seconds :meth:`Worker.close` lets the child end on its own (stdin closed) before killing it."""
+    command: tuple[str, ...] | None = None
+    """A program that is not gguftpl's Python child but speaks its frames (see the module docs); ``ops`` then only
+    name the requests it accepts and ``setup``/``memory_headroom`` are not used."""
+    data_limit: int | None = None
+    """Bytes of writable private memory (RLIMIT_DATA) a :attr:`command` child may hold, set as it starts."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ class Worker:
         self._buf = bytearray()
         self._tmp: str | None = None
         self._lock = threading.Lock()
+        self._start_error = ""
 
     @property
     def pid(self) -> int | None:
@@ -199,13 +211,22 @@ class Worker:
             "setup": list(self.spec.setup),
             "headroom": self.spec.memory_headroom,
         }
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from gguftpl.worker import _child_main; _child_main()", json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
+        argv = (
+            list(self.spec.command)
+            if self.spec.command is not None
+            else [sys.executable, "-c", "from gguftpl.worker import _child_main; _child_main()", json.dumps(config)]
         )
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+            )
+        except OSError as exc:  # a foreign program missing or not executable: the start's failure, read below
+            self._proc = None
+            self._start_error = f"{argv[0]}: {exc.strerror or exc}"
+            self._remove_tmp()
+            return
+        if self.spec.data_limit is not None:
+            _limit_data(self._proc.pid, self.spec.data_limit)
         os.set_blocking(self._proc.stdin.fileno(), False)  # requests are written under the time limit too
         self._buf = bytearray()
         self._ready = False
@@ -228,7 +249,10 @@ class Worker:
     def _ensure_ready(self) -> Outcome | None:
         """None when a child is up and ready; else the :data:`START` outcome (the child is gone)."""
         if not self._alive():
+            self._start_error = ""
             self._spawn()
+        if self._proc is None:
+            return Outcome(START, message=f"the {self.spec.name} did not start: {self._start_error}")
         if self._ready:
             return None
         frame, failure = self._read(time.monotonic() + self.spec.startup_timeout)
@@ -336,6 +360,16 @@ class Worker:
         return outcome
 
 
+def _limit_data(pid: int, limit: int) -> None:
+    """Cap a just-started child's writable private memory (Linux ``prlimit``); elsewhere the time bound holds."""
+    try:
+        import resource
+
+        resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
+    except (OSError, ValueError, ImportError, AttributeError):
+        pass
+
+
 def _reap(proc: Any) -> None:
     import subprocess
 
@@ -374,6 +408,52 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A one-off command's end (:func:`run`)."""
+
+    returncode: int | None
+    """None when it was killed at its deadline."""
+    output: str
+    """Its stdout and stderr together, the last ``keep`` characters."""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    keep: int = 4000,
+) -> Ran:
+    """Run a one-off command (an engine's installer or build) to its end or its deadline, output captured.
+    A program that is missing is a returncode of 127 with the reason, not an exception."""
+    import subprocess
+
+    full_env = {**os.environ, **(env or {})}
+    try:
+        done = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.output.decode("utf-8", "replace") if isinstance(exc.output, bytes) else ""
+        return Ran(None, (out + f"\n(stopped after {timeout:g} s)")[-keep:])
+    except OSError as exc:
+        return Ran(127, f"{argv[0]}: {exc.strerror or exc}")
+    return Ran(done.returncode, done.stdout.decode("utf-8", "replace")[-keep:])
 
 
 _SHARED: dict[str, Worker] = {}

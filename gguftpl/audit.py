@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gguftpl import limits
+from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
 from gguftpl.rules.context import FileContext
-from gguftpl.templates.analysis import run_checks, sort_findings
 from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
@@ -328,9 +328,9 @@ def _missing_first_shard(label: str, exc: Exception, keep: RuleFilter) -> FileAu
 
 def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label: str, keep: RuleFilter) -> None:
     """``--engine llamacpp``: what llama.cpp itself does with the file (verify stages 1-5 as GT6xx)."""
+    from gguftpl.engines.llamacpp_session import LlamaCppLoadError
     from gguftpl.rules.llamacpp import LLAMACPP_LOAD_FAILED
     from gguftpl.verify.findings import llamacpp_findings
-    from gguftpl.verify.session import LlamaCppLoadError
 
     try:
         found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)

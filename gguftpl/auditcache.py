@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gguftpl.analysis import SetFacts, gather_set
 from gguftpl.errors import GGUFTplError
-from gguftpl.templates.analysis import SetFacts, gather_set
 from gguftpl.templates.facts import VocabFacts, vocab_facts
 from gguftpl.templates.factstore import FactsStore, write_entry
 
@@ -66,7 +66,7 @@ class AnalysisCache:
 
     def load(self, header: Any, engine: str) -> tuple[_Loaded, bool]:
         """Everything the rules read about ``header``'s file, and whether its template set was seen before."""
-        from gguftpl.templates.templateset import load_templateset
+        from gguftpl.gguf.templateset import load_templateset
 
         header_key = _header_key(header, engine)
         found = self._by_header.get(header_key) if header_key else None
@@ -121,19 +121,19 @@ class AnalysisCache:
     def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
         """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
         the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
+        from gguftpl.gguf.templateset import special_token_text, template_special_tokens
         from gguftpl.templates.factstore import facts_key
-        from gguftpl.templates.templateset import special_token_text, template_special_tokens
 
         bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
         specials = template_special_tokens(tset)
         keys = [facts_key(t.sha256, bos, eos, n in names, specials) for n, t in tset.templates.items()]
         if all(self._facts.get(k) is not None for k in keys):
             return
-        from gguftpl.templates.hfrender import get_worker
+        from gguftpl.engines.transformers import get_worker
 
         get_worker().prestart()
         if names:
-            from gguftpl.verify.parsecheck import parse_check_prestart
+            from gguftpl.engines.llamacpp import parse_check_prestart
 
             parse_check_prestart()
 
@@ -143,14 +143,14 @@ class AnalysisCache:
         is asked then (llama.cpp drops one it cannot parse silently)."""
         if engine == "hf-only" or self.parse_skipped:
             return ()
-        from gguftpl.verify.llamaenv import llamacpp_available
+        from gguftpl.engines.llamacpp_env import llamacpp_available
 
         if not llamacpp_available():  # not installed: the audit goes on without llama.cpp
-            from gguftpl.verify.llamaenv import NOT_INSTALLED
+            from gguftpl.engines.llamacpp_env import NOT_INSTALLED
 
             self.parse_skipped = NOT_INSTALLED
             return ()
-        from gguftpl.verify.choice import LOADED
+        from gguftpl.engines.llamacpp_choice import LOADED
 
         return LOADED if engine != "llamacpp" else LOADED[1:]
 
@@ -161,7 +161,7 @@ class AnalysisCache:
 def _set_key(tset: Any, header: Any, engine: str) -> str:
     """One analysis: the template names and texts, the special tokens passed to templates, the engine, and the
     vocabulary (equal templates over another vocabulary are another analysis: the token rules read it)."""
-    from gguftpl.templates.templateset import special_token_text, template_special_tokens
+    from gguftpl.gguf.templateset import special_token_text, template_special_tokens
 
     h = hashlib.sha256(f"engine={engine}\n".encode())
     for role in ("bos", "eos"):

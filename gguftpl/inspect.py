@@ -8,8 +8,8 @@ from typing import Any
 from gguftpl.errors import UsageError
 from gguftpl.gguf.format import FILE_TYPES
 from gguftpl.gguf.reader import GGUFHeader
+from gguftpl.gguf.templateset import TemplateSet, load_templateset
 from gguftpl.safeio import printable
-from gguftpl.templates.templateset import TemplateSet, load_templateset
 
 SCHEMA_VERSION = 1
 

@@ -20,6 +20,7 @@ from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.regioncopy import ProgressFn
 from gguftpl.gguf.rewrite import RewriteProof, rewrite
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.gguf.writer import Permissions
 from gguftpl.patchplan import (
     PROVENANCE_PREFIX,
@@ -29,7 +30,6 @@ from gguftpl.patchplan import (
     plan_from_files,
     plan_from_upstream,
 )
-from gguftpl.templates.templateset import load_templateset
 
 if TYPE_CHECKING:
     from gguftpl.findings import Finding
@@ -403,9 +403,9 @@ def plan_tools_in_default(
     With ``source``, an upstream default that already renders the tools is written as it is (None for the
     proof)."""
     from gguftpl.errors import PatchError
+    from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
     from gguftpl.runtimes.toolsdefault import tools_in_default
-    from gguftpl.templates.templateset import special_token_text
 
     with read_header(src) as header:
         tset = load_templateset(header)
@@ -436,8 +436,8 @@ def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> 
     """The ``--tools-in-default`` keys. Alone (``layered``), the keys of an earlier patch stay (they still describe
     the templates this one left alone) except those about the default; after an upstream copy, the copy's keys
     stay and the default's are restated."""
+    from gguftpl.gguf.templateset import sha256_text
     from gguftpl.patchplan import provenance_kv
-    from gguftpl.templates.templateset import sha256_text
 
     p = PROVENANCE_PREFIX
     kv = dict(plan.extra_kv) if not layered else provenance_kv(plan)

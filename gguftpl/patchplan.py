@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, TemplateError, UsageError
 from gguftpl.gguf.reader import ValueType, read_header
-from gguftpl.gguf.writer import Typed
-from gguftpl.templates.templateset import (
+from gguftpl.gguf.templateset import (
     LIST_KEY,
     NAME_RE,
     ChatTemplate,
@@ -45,6 +44,7 @@ from gguftpl.templates.templateset import (
     sha256_text,
     template_key,
 )
+from gguftpl.gguf.writer import Typed
 
 if TYPE_CHECKING:
     from gguftpl.upstream.config import UpstreamConfig

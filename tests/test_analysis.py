@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from gguftpl.analysis import analyze_template_text, analyze_templateset, template_findings
+from gguftpl.engines.transformers import TemplateRenderError, get_worker, render_hf
 from gguftpl.findings import Severity, get_rule
 from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text, analyze_templateset, template_findings
 from gguftpl.templates.dialect import classify, inserted_text, render_call
-from gguftpl.templates.hfrender import TemplateRenderError, get_worker, render_hf
 from gguftpl.templates.static import data_flow, parse_template
-from gguftpl.templates.templateset import load_templateset
 
 DATA = Path(__file__).resolve().parent / "data"
 HERMES = DATA / "hermes"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gguftpl.templates.analysis import analyze_template_text, template_findings
+from gguftpl.analysis import analyze_template_text, template_findings
 from gguftpl.templates.dialect import DIALECTS
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -9,9 +9,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from gguftpl.analysis import analyze_template_text, template_findings
 from gguftpl.audit import AuditOptions, audit_file
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text, template_findings
 from gguftpl.templates.dialect import classify, render_call
 
 REAL = Path(__file__).resolve().parent / "data" / "real_templates"

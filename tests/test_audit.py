@@ -194,7 +194,7 @@ def test_quants_of_one_model_share_the_raw_metadata_level(make_gguf: MakeGGUF) -
     those keys never change the template set, which is checked here too."""
     import dataclasses
 
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.gguf.templateset import load_templateset
 
     q4 = make_gguf(
         "m-Q4_K_M.gguf",

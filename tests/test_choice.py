@@ -1,11 +1,11 @@
-"""llama.cpp's template choice, decided in one function (gguftpl.verify.choice) that audit, render and verify
+"""llama.cpp's template choice, decided in one function (gguftpl.engines.llamacpp_choice) that audit, render and verify
 call; the session's choice is the same function over what llama.cpp itself loaded."""
 
 from __future__ import annotations
 
 import pytest
 
-from gguftpl.verify.choice import CHATML_FALLBACK, FALLBACK, LOADED, choose_template, loaded_templates
+from gguftpl.engines.llamacpp_choice import CHATML_FALLBACK, FALLBACK, LOADED, choose_template, loaded_templates
 from gguftpl.verify.render import select_template
 from tests.conftest import CHATML, SAMPLES
 
@@ -48,7 +48,7 @@ def test_render_selects_with_the_same_choice() -> None:
 
 def test_the_fallback_text_is_llamacpps_own() -> None:
     pytest.importorskip("xllamacpp")
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     with LlamaCppSession(SAMPLES / "no-template.gguf") as s:
         assert s.props()["chat_template"] == CHATML_FALLBACK

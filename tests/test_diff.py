@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.templates.probes import CANARY_PARAM_TOKEN
-from gguftpl.templates.templateset import load_templateset
 from gguftpl.upstream.catalog import load_catalog
 from gguftpl.upstream.diff import diff_templateset
 from gguftpl.upstream.hub import load_upstream_dir
@@ -154,8 +154,8 @@ def test_behaviour_first_difference_is_located(make_gguf) -> None:
     tools = next(b for b in res.behaviour if b.probe == "tools")
     assert tools.identical is False
     # derive the expected offset independently: render upstream's prompt and find where the texts part
+    from gguftpl.engines.transformers import render_hf
     from gguftpl.templates import probes
-    from gguftpl.templates.hfrender import render_hf
 
     bos = ts.special_tokens["bos"].text or ""
     eos = ts.special_tokens["eos"].text or ""

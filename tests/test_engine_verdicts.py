@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from gguftpl.analysis import analyze_template_text, template_findings
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text, template_findings
 
 pytest.importorskip("xllamacpp")
 
@@ -36,8 +36,8 @@ BOS, EOS = "<s>", "</s>"
 
 def _llamacpp_labels(text: str) -> dict[str, Any]:
     """What llama.cpp does with ``text`` as a file's default template, asked directly."""
+    from gguftpl.engines.llamacpp_session import LlamaCppLoadError, LlamaCppSession
     from gguftpl.errors import LlamaCppError
-    from gguftpl.verify.session import LlamaCppLoadError, LlamaCppSession
 
     try:
         session = LlamaCppSession(templates={"default": text}, specials=(BOS, EOS), n_ctx=512)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from gguftpl.analysis import analyze_template_text, template_findings
 from gguftpl.findings import Finding
 from gguftpl.templates import probes
-from gguftpl.templates.analysis import analyze_template_text, template_findings
 from gguftpl.templates.facts import TemplateFacts
 
 pytest.importorskip("xllamacpp")

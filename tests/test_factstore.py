@@ -19,7 +19,7 @@ from tests.conftest import CHATML
 
 
 def _key(text: str) -> factstore.FactsKey:
-    from gguftpl.templates.templateset import sha256_text
+    from gguftpl.gguf.templateset import sha256_text
 
     return (sha256_text(text), "<s>", "</s>", False, ())
 
@@ -39,7 +39,7 @@ def test_a_second_audit_renders_nothing(tmp_path: Path, make_gguf, monkeypatch: 
     store_dir = tmp_path / "cache"
     first = audit_paths([path], AuditOptions(engine="hf-only"), cache=AnalysisCache(FactsStore(store_dir)))
 
-    from gguftpl.templates import analysis
+    from gguftpl import analysis
 
     def no_render(*args: object, **kwargs: object) -> None:
         raise AssertionError("gathered again although the facts were on disk")
@@ -102,12 +102,12 @@ def test_cache_folder_honours_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 def test_the_key_covers_the_special_tokens_passed_to_templates(make_gguf) -> None:
     """Two files with the same template and bos/eos but another separator token are two gatherings: transformers
     passes ``sep_token`` (and unk/pad/cls/mask) to the template."""
+    from gguftpl.analysis import gather_set
     from gguftpl.gguf.reader import ValueType, read_header
+    from gguftpl.gguf.templateset import load_templateset, template_special_tokens
     from gguftpl.gguf.tinymodel import byte_level_vocab
     from gguftpl.gguf.writer import Typed
     from gguftpl.templates import probes
-    from gguftpl.templates.analysis import gather_set
-    from gguftpl.templates.templateset import load_templateset, template_special_tokens
 
     specials = ("<|im_start|>", "<|im_end|>", "<sep>", "<cls>")
     toks, _types, _merges = byte_level_vocab(specials)

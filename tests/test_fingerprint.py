@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gguftpl.gguf.reader import read_header
-from gguftpl.templates.templateset import load_templateset
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.upstream.catalog import catalog_dir, load_catalog, match_catalog
 from gguftpl.upstream.discover import discover_upstream
 from gguftpl.upstream.fingerprint import TOKENIZERS_FILE, fingerprint, match_family

@@ -39,7 +39,7 @@ def _tool(name: str, parameters: dict | None = None) -> dict:
 def test_lenient_render_has_llamacpp_range_so_a_billion_step_loop_is_a_bomb() -> None:
     """jinja2's sandbox refuses range(10**9) at once (OverflowError), so the bomb check saw a plain render
     error; llama.cpp has no such bound and ran the loop in-process (7.5 GB, never returned)."""
-    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+    from gguftpl.engines.transformers import TemplateRenderError, render_hf
 
     with pytest.raises(TemplateRenderError) as info:
         render_hf("{% for i in range(1000000000) %}x{% endfor %}", [], lenient=True)
@@ -113,7 +113,7 @@ def test_a_template_that_blows_up_only_on_llamacpps_own_load_probe_never_loads_i
 def test_a_compile_failure_is_remembered_by_the_render_worker() -> None:
     """transformers caches only templates that compile: one whose compile fails (a 5,000-term sum overflows
     the compiler's recursion) was compiled again for each of an audit's ~30 renders (80 s for one file)."""
-    from gguftpl.templates.hfrender import _worker_render
+    from gguftpl.engines.transformers import _worker_render
 
     text = "{{ " + " + ".join(["'a'"] * 5000) + " }}"
     for lenient in (False, True):
@@ -250,7 +250,7 @@ def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_
     script = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import os, signal, sys, threading\n"
-        "from gguftpl.verify.parsecheck import parse_check, parse_check_worker\n"
+        "from gguftpl.engines.llamacpp import parse_check, parse_check_worker\n"
         f"parse_check([{CHATML!r}])\n"
         "checker = parse_check_worker()\n"
         "pid = checker.pid\n"
@@ -294,7 +294,7 @@ def test_a_vocabulary_with_two_equal_token_texts_is_refused_before_llamacpp_abor
 
 def test_diff_renders_a_template_that_overran_once_no_more() -> None:
     """An upstream template that loops past the render bound was rendered (5 s each) for every probe."""
-    from gguftpl.templates.hfrender import get_worker
+    from gguftpl.engines.transformers import get_worker
     from gguftpl.upstream.diff import PROBES, compare_behaviour
 
     bomb = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
@@ -387,7 +387,7 @@ def test_an_mcp_server_whose_pagination_never_ends_is_one_line(
 
 def test_the_bomb_check_renders_each_distinct_text_once(make_gguf: MakeGGUF) -> None:
     """A file whose default template is also its tool_use (common) waited out the render bound twice."""
-    from gguftpl.templates.hfrender import get_worker
+    from gguftpl.engines.transformers import get_worker
     from gguftpl.verify.preflight import render_bombs
 
     bomb = "{{ 'x' * 2000000 }}" + CHATML
@@ -405,7 +405,7 @@ def test_a_parse_check_worker_killed_for_hanging_leaves_no_stand_in_behind(tmp_p
     pytest.importorskip("xllamacpp")
     hang = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + CHATML
     script = (
-        "from gguftpl.verify.parsecheck import parse_check, parse_check_stats\n"
+        "from gguftpl.engines.llamacpp import parse_check, parse_check_stats\n"
         f"first = parse_check([{hang!r}], timeout=3)\n"
         f"second = parse_check([{CHATML!r}])\n"
         "print(list(first.values())[0][:40], list(second.values()), parse_check_stats()['restarts'])\n"

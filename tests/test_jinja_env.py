@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gguftpl.templates import jinja_env, probes
+from gguftpl.engines import transformers_env as jinja_env
+from gguftpl.templates import probes
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = sorted(

@@ -143,7 +143,7 @@ needs_llamacpp = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is Non
 
 @needs_llamacpp
 def test_child_session_serves_the_weights_and_dies_with_the_session(make_gguf: Any) -> None:
-    from gguftpl.verify.childsession import ChildSession
+    from gguftpl.engines.llamacpp_child import ChildSession
 
     qwen = _qwen_template()
     src = make_gguf("tiny.gguf", templates={"default": qwen}, specials=["<|im_start|>", "<|im_end|>"])

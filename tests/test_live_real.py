@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
-from gguftpl.templates.templateset import load_templateset
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.verify.result import CORE_STAGES
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp is not installed")
@@ -141,7 +141,7 @@ def test_ctrl_c_while_the_model_answers_ends_the_model_process(original: Path) -
     script = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import sys\n"
-        "from gguftpl.verify.childsession import ChildSession\n"
+        "from gguftpl.engines.llamacpp_child import ChildSession\n"
         "from gguftpl.verify.live import LiveOptions, generate\n"
         "with ChildSession(sys.argv[1], n_threads=1) as s:\n"
         "    print(s.child_pid, flush=True)\n"

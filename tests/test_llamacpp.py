@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from gguftpl.engines.llamacpp_session import LlamaCppSession
+from gguftpl.engines.llamacpp_standin import STOP_TOKEN, build_standin
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.writer import write_gguf
 from gguftpl.templates import probes
@@ -32,9 +34,7 @@ from gguftpl.verify.result import (
     STAGE_SELECTION,
     VerifyResult,
 )
-from gguftpl.verify.session import LlamaCppSession
 from gguftpl.verify.stages import verify_file
-from gguftpl.verify.standin import STOP_TOKEN, build_standin
 
 pytest.importorskip("xllamacpp")
 
@@ -278,13 +278,13 @@ def test_stage2_agrees_with_the_analysis_of_the_template_llamacpp_used(
 ) -> None:
     """verify and audit reach the same tools verdict: gguftpl's own analysis (transformers renders, AST) of
     the very template llama.cpp chose says tools reach the prompt exactly when stage 2 passes."""
-    from gguftpl.templates.analysis import analyze_template_text
+    from gguftpl.analysis import analyze_template_text
 
     for name, r in sample_results.items():
         sel = r.stage(STAGE_SELECTION).data
         text = sel.get("fallback_text")
         if text is None:
-            from gguftpl.templates.templateset import load_templateset
+            from gguftpl.gguf.templateset import load_templateset
 
             text = load_templateset(read_header(str(SAMPLES / name))).templates[sel["template"]].text
         report = analyze_template_text(text)
@@ -321,7 +321,7 @@ def test_llamacpp_refuses_a_template_that_prints_call_arguments_with_string(make
     """Why GT208 matters for call arguments: llama.cpp derives its parser by rendering a call with
     mapping arguments; ``| string`` prints Python's repr there, the derivation fails and llama-server exits.
     The same template with ``| tojson`` loads and parses its own call."""
-    from gguftpl.templates.analysis import analyze_template_text, template_findings
+    from gguftpl.analysis import analyze_template_text, template_findings
 
     def template(expr: str) -> str:
         return (

@@ -19,8 +19,8 @@ from tests.conftest import CHATML
 
 pytest.importorskip("xllamacpp")
 
-from gguftpl.templates.templateset import sha256_text  # noqa: E402
-from gguftpl.verify.parsecheck import parse_check, parse_check_stats  # noqa: E402
+from gguftpl.engines.llamacpp import parse_check, parse_check_stats  # noqa: E402
+from gguftpl.gguf.templateset import sha256_text  # noqa: E402
 
 # A string literal holding a backslash and a real newline: Python's Jinja (and so transformers) reads it
 # like a Python literal (a line continuation); llama.cpp's lexer stops at "unknown escape character".

@@ -12,9 +12,9 @@ import pytest
 
 from gguftpl.errors import GGUFFormatError, PatchError, TemplateError
 from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.gguf.writer import write_gguf
 from gguftpl.patching import patch_templates
-from gguftpl.templates.templateset import load_templateset
 from tests.conftest import CHATML, ROOT, gguf_py_reader
 
 HERMES_TOOL_USE = (
@@ -58,7 +58,7 @@ def test_patch_smollm2_with_hermes_tool_use(tmp_path, corpus_file):
 
 def test_llama_cpp_sees_both_templates(tmp_path, corpus_file):
     pytest.importorskip("xllamacpp")
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     out = tmp_path / "smol.tool_use.gguf"
     patch_templates(corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf"), out, {"tool_use": HERMES_TOOL_USE})

@@ -145,9 +145,9 @@ OUTCOMES: dict[str, int] = {"header": 0, "format error": 0, "with a template": 0
 
 
 def read_all(raw: bytes) -> None:
+    from gguftpl.gguf.templateset import load_templateset
     from gguftpl.rules.container import metadata_wrong_type, truncated_tensor_data
     from gguftpl.rules.context import FileContext
-    from gguftpl.templates.templateset import load_templateset
 
     try:
         header = read_header(Memory(raw))

@@ -17,9 +17,9 @@ from gguftpl.errors import PatchError
 from gguftpl.gguf import reflink
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.rewrite import BYTE_PROOF, CLONE_METHOD, PADDING_KEY, PADDING_TEXT, SHARED_PROOF, rewrite
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.gguf.writer import write_gguf
 from gguftpl.patching import patch_templates
-from gguftpl.templates.templateset import load_templateset
 from tests.conftest import CHATML, ROOT, gguf_py_reader
 from tests.xfsloop import used_bytes
 
@@ -83,7 +83,7 @@ def test_real_model_patched_on_xfs_shares_its_tensors_and_loads_in_llama_cpp(xfs
     assert _same_tensors_gguf_py(out, src)
     # and llama.cpp loads the real weights from it
     pytest.importorskip("xllamacpp")
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     with LlamaCppSession(out, load_weights=True) as session:
         props = session.props()
@@ -139,7 +139,7 @@ def test_padded_tiny_model_loads_in_llama_cpp(xfs, make_gguf, monkeypatch):
     assert p.copy_method == CLONE_METHOD and p.proof_method == SHARED_PROOF
     assert _same_tensors_gguf_py(out, src)
     pytest.importorskip("xllamacpp")
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     with LlamaCppSession(out, load_weights=True) as session:
         assert session.props()["chat_template_tool_use"] == HERMES_TOOL_USE.removesuffix("\n")

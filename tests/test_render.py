@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
+from gguftpl.engines.transformers import render_hf
 from gguftpl.gguf.reader import read_header
-from gguftpl.templates.hfrender import render_hf
-from gguftpl.templates.templateset import load_templateset
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.verify.render import DEFAULT_MESSAGES, DEFAULT_TOOLS, locate_tools, render_prompt
 
 ROOT = Path(__file__).resolve().parent.parent

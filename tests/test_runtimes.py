@@ -76,7 +76,7 @@ def test_ollama_replaces_a_chatml_default_with_its_curated_template() -> None:
 
 def test_ollama_renders_a_long_tool_template_as_is() -> None:
     from gguftpl.gguf.reader import read_header
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.gguf.templateset import load_templateset
 
     tool_use = load_templateset(read_header(UPSTREAM_SAMPLE)).templates["tool_use"].text
     p = ollama.predict(tool_use, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from gguftpl.gguf.reader import read_header
-from gguftpl.templates.templateset import load_templateset
+from gguftpl.gguf.templateset import load_templateset
 from tests.conftest import ROOT, SAMPLES
 
 

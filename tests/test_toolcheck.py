@@ -36,8 +36,8 @@ pytest.importorskip("xllamacpp")
 
 @contextmanager
 def engine(path: Path) -> Iterator[Any]:
-    """llama.cpp's own /apply-template, /tokenize and parser on a stand-in of ``path`` (gguftpl.verify.session)."""
-    from gguftpl.verify.session import LlamaCppSession
+    """llama.cpp's own /apply-template, /tokenize and parser on a stand-in of ``path``."""
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     with LlamaCppSession(path) as s:
         yield s

@@ -12,9 +12,9 @@ import pytest
 
 from gguftpl.errors import ToolSourceError
 from gguftpl.gguf.reader import ValueType, read_header
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.gguf.writer import Typed
 from gguftpl.patching import patch_templates
-from gguftpl.templates.templateset import load_templateset
 from gguftpl.verify.result import FAIL, PASS, SKIP, WARN
 from gguftpl.verify.toolcheck import STAGE_BUDGET, STAGE_SCHEMA, run_tool_checks
 from gguftpl.verify.tools import load_tools_file
@@ -153,7 +153,7 @@ def test_real_templates_with_a_real_server(name: str, metrics_server: tuple[Tool
     """Each real template alone in a stand-in, with the MCP server's tool: the schema verdict matches the
     expectation derived by reading the template, and the round trip goes through exactly when the template
     renders calls that llama.cpp's parser reads back (the canary's verdicts, measured independently)."""
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     src, log = metrics_server
     exp = EXPECT[name]

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 import gguftpl
 from gguftpl.cli import main_group
+from gguftpl.engines.transformers import render_hf
 from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.templateset import load_templateset, special_token_text
 from gguftpl.runtimes import toolsdefault
 from gguftpl.runtimes.view import DEFAULT_ONLY, LLAMACPP, OLLAMA
 from gguftpl.templates import probes
-from gguftpl.templates.hfrender import render_hf
-from gguftpl.templates.templateset import load_templateset, special_token_text
 from tests.conftest import CHATML, SAMPLES
 
 CHATML_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
@@ -69,7 +69,7 @@ def test_b_keeps_a_tool_use_byte_for_byte_and_renders_the_same_prompts(a_and_b: 
 def test_the_patch_shows_its_proof_and_records_its_provenance(a_and_b: tuple[Path, Path, str]) -> None:
     a, b, out = a_and_b
     assert "proof, before writing" in out and "transformers: 9 of 9 prompts identical" in out
-    from gguftpl.verify.llamaenv import llamacpp_available
+    from gguftpl.engines.llamacpp_env import llamacpp_available
 
     if llamacpp_available():  # llama.cpp's own engine: the new default alone, and the file as llama.cpp loads it
         assert "llama.cpp, the new default alone: 9 of 9 prompts identical" in out
@@ -203,7 +203,7 @@ def test_option_combinations(tmp_path: Path, make_gguf) -> None:
 
 
 def test_without_llamacpp_the_proof_says_it_did_not_run(make_gguf, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gguftpl.verify.llamaenv as llamaenv
+    import gguftpl.engines.llamacpp_env as llamaenv
 
     monkeypatch.setattr(llamaenv, "llamacpp_available", lambda: False)
     src = make_gguf("m.gguf", templates={"default": CHATML, "tool_use": TOOLS})

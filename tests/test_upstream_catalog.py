@@ -13,7 +13,7 @@ import pytest
 
 from gguftpl.errors import HubError
 from gguftpl.gguf.reader import read_header
-from gguftpl.templates.templateset import load_templateset
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.upstream.catalog import (
     STATUSES,
     catalog_dir,

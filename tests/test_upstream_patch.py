@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from gguftpl.audit import audit_file
 from gguftpl.cli import main_group
 from gguftpl.gguf.reader import read_header
+from gguftpl.gguf.templateset import load_templateset
 from gguftpl.patchplan import read_provenance
-from gguftpl.templates.templateset import load_templateset
 from gguftpl.upstream.catalog import load_catalog
 from tests.conftest import CHATML
 from tests.hubserver import HubServer, tokenizer_config

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from gguftpl.templates.analysis import analyze_template_text
+from gguftpl.analysis import analyze_template_text
+from gguftpl.engines.llamacpp_session import LlamaCppSession
 from gguftpl.templates.dialect import classify
 from gguftpl.verify.result import (
     FAIL,
@@ -28,7 +29,6 @@ from gguftpl.verify.result import (
     STAGE_SELECTION,
     VerifyResult,
 )
-from gguftpl.verify.session import LlamaCppSession
 from gguftpl.verify.stages import verify_session
 
 pytest.importorskip("xllamacpp")

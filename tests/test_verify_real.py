@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gguftpl.engines.llamacpp_session import LlamaCppSession
 from gguftpl.templates import probes
 from gguftpl.verify.result import FAIL, STAGE_CALL
-from gguftpl.verify.session import LlamaCppSession
 from gguftpl.verify.stages import verify_session
 
 pytest.importorskip("xllamacpp")

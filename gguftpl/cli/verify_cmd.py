@@ -95,8 +95,8 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
+    from gguftpl.engines.llamacpp_session import require_xllamacpp
     from gguftpl.errors import UsageError
-    from gguftpl.verify.session import require_xllamacpp
     from gguftpl.verify.stages import verify_file
     from gguftpl.verify.tools import parse_arguments_json
 
@@ -268,7 +268,7 @@ def _repair_hint(result: Any, view: Any = None, *, llamacpp_failed: bool = True)
     found = None
     try:
         from gguftpl.gguf.reader import read_header
-        from gguftpl.templates.templateset import load_templateset
+        from gguftpl.gguf.templateset import load_templateset
         from gguftpl.upstream.discover import discover_upstream
 
         found = discover_upstream(load_templateset(read_header(path)))

@@ -159,7 +159,7 @@ def summarize(header: Any, memo: dict[str, QuantSummary] | None = None) -> Quant
 
 
 def _summarize_fresh(header: Any) -> QuantSummary:
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.gguf.templateset import load_templateset
 
     ts = load_templateset(header)
     special: dict[str, Any] = {role: [tok.id, tok.text] for role, tok in sorted(ts.special_tokens.items())}

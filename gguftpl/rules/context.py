@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
 
 if TYPE_CHECKING:
+    from gguftpl.gguf.templateset import TemplateSet
     from gguftpl.runtimes.view import RuntimeView
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
-    from gguftpl.templates.templateset import TemplateSet
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,6 @@ class FileContext:
         return runtime_view(self.templates, texts)
 
     def special_text(self, role: str) -> str:
-        from gguftpl.templates.templateset import special_token_text
+        from gguftpl.gguf.templateset import special_token_text
 
         return special_token_text(self.tset, role) if self.tset is not None else ""

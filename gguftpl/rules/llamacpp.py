@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gguftpl.engines.llamacpp_choice import FALLBACK
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
 from gguftpl.rules.context import FileContext
-from gguftpl.verify.choice import FALLBACK
 from gguftpl.verify.result import (
     NOT_RUN,
     REJECTED,
@@ -128,7 +128,7 @@ def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[F
     error = t.llamacpp_load_error
     if not error:
         return
-    from gguftpl.verify.parsecheck import crashed_or_hung  # the worker module: only when there is an error
+    from gguftpl.engines.llamacpp import crashed_or_hung  # the worker module: only when there is an error
 
     if crashed_or_hung(error):
         what = f"the {t.name} template"  # the worker crashed or hung: the error says so
@@ -198,7 +198,7 @@ class VerifyFacts:
 def _stage_finding(rule: Rule, facts: VerifyFacts, stage: str) -> Iterator[Finding]:
     import shlex
 
-    from gguftpl.templates.templateset import template_key
+    from gguftpl.gguf.templateset import template_key
 
     st = facts.result.failed(stage)
     if st is None:

@@ -173,7 +173,7 @@ def render_resource_limit(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
 @check(RENDER_RESOURCE_LIMIT, "file")
 def templates_not_analysed(ctx: FileContext) -> Iterator[Finding]:
     if ctx.skipped:
-        from gguftpl.templates.templateset import template_key
+        from gguftpl.gguf.templateset import template_key
 
         yield ctx.finding(
             RENDER_RESOURCE_LIMIT,

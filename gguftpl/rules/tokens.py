@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.gguf import tokens
 from gguftpl.rules.context import FileContext
-from gguftpl.templates import tokens
 from gguftpl.templates.facts import trim
 
 if TYPE_CHECKING:

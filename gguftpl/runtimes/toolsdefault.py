@@ -170,7 +170,7 @@ class ToolsDefaultProof:
 
 
 def _hf(text: str, probe: Probe, bos: str, eos: str) -> Rendered:
-    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+    from gguftpl.engines.transformers import TemplateRenderError, render_hf
 
     try:
         return Rendered(render_hf(text, probe.messages, probe.tools, probe.add_generation_prompt, bos, eos))
@@ -213,9 +213,9 @@ def _apply(session: Any, probe: Probe) -> Rendered:
 def prove_llamacpp(path: str, old: Mapping[str, str], new: Mapping[str, str]) -> tuple[list[Comparison], str]:
     """The original templates ``old`` against the new ones (as the patched file) and the new default alone, through
     llama.cpp's own engine on a stand-in of ``path``. Returns the comparisons, or ``[]`` and why it did not run."""
+    from gguftpl.engines import llamacpp_env as llamaenv
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
     from gguftpl.errors import LlamaCppError
-    from gguftpl.verify import llamaenv
-    from gguftpl.verify.session import LlamaCppSession
 
     if not llamaenv.llamacpp_available():
         return [], "llama.cpp: xllamacpp is not installed (pip install 'gguftpl[llamacpp]')"
@@ -240,8 +240,8 @@ def prove_llamacpp(path: str, old: Mapping[str, str], new: Mapping[str, str]) ->
 def _load_check(old: Mapping[str, str], new: Mapping[str, str]) -> str:
     """Load every template in the parse-check child first: one that hangs or crashes llama.cpp never reaches
     this process, and a new default llama.cpp refuses would stop llama-server at startup."""
-    from gguftpl.templates.templateset import sha256_text
-    from gguftpl.verify.parsecheck import crashed_or_hung, parse_check
+    from gguftpl.engines.llamacpp import crashed_or_hung, parse_check
+    from gguftpl.gguf.templateset import sha256_text
 
     texts = list(dict.fromkeys([*old.values(), *new.values()]))
     verdicts = parse_check(texts)
@@ -307,8 +307,8 @@ def tools_in_default(
 
 def _renders_tools(text: str, name: str, bos: str, eos: str) -> bool:
     """The template's facts say the tool schemas reach the prompt (the analysis decides it, not this module)."""
+    from gguftpl.analysis import analyze_template_text
     from gguftpl.runtimes.view import reaches
-    from gguftpl.templates.analysis import analyze_template_text
 
     return bool(reaches(analyze_template_text(text, name=name, bos_token=bos, eos_token=eos)))
 

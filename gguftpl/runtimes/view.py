@@ -5,7 +5,7 @@ A fact computed once per file from the templates' own facts (``TemplateFacts.too
 semantics) and their texts; the GT205 and GT7xx rules, the reports and ``verify`` read it.
 
 - llama.cpp: ``tool_use`` when tools are passed and there is one, else the default, else its built-in ChatML
-  (asked of :func:`gguftpl.verify.choice.choose_template`, the one place that decides it).
+  (asked of :func:`gguftpl.engines.llamacpp_choice.choose_template`, the one place that decides it).
 - default-only runtimes (LM Studio, vLLM, other OpenAI-compatible servers): ``tokenizer.chat_template`` only.
 - Ollama: its own registry (:mod:`gguftpl.runtimes.ollama`).
 """
@@ -116,7 +116,7 @@ def runtime_view(templates: Sequence[TemplateFacts], texts: Mapping[str, str] | 
 
 
 def _llamacpp_row(facts: Mapping[str, TemplateFacts], texts: Mapping[str, str]) -> RuntimeRow:
-    from gguftpl.verify.choice import choose_template, loaded_templates
+    from gguftpl.engines.llamacpp_choice import choose_template, loaded_templates
 
     loaded = loaded_templates(dict(texts))
     refused = ""

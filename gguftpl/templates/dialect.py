@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gguftpl.engines.transformers import TemplateRenderError, render_hf
 from gguftpl.templates import probes
-from gguftpl.templates.hfrender import TemplateRenderError, render_hf
 
 DIALECTS = (
     "hermes",

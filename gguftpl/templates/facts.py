@@ -46,7 +46,7 @@ class RenderFailure:
     def overran(self) -> bool:
         """The render was stopped by a bound (time, output size, memory, recursion depth), not by the template's
         own error."""
-        from gguftpl.templates.hfrender import OVERRUN_KINDS
+        from gguftpl.engines.transformers import OVERRUN_KINDS
 
         return self.kind in OVERRUN_KINDS
 
@@ -168,7 +168,7 @@ class EngineDifference:
     """First differing character (of llama.cpp's prompt)."""
     line: int
     llama: str
-    """llama.cpp's text around the difference (``verify.compare.difference_window``: the difference in the
+    """llama.cpp's text around the difference (``templates.enginediff.difference_window``: the difference in the
     middle)."""
     transformers: str
     normalised: tuple[str, ...] = ()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gguftpl import limits
+from gguftpl.engines.transformers import TemplateRenderError, render_hf
 from gguftpl.templates import probes
 from gguftpl.templates.facts import (
     CallFacts,
@@ -29,7 +30,6 @@ from gguftpl.templates.facts import (
     around,
     trim,
 )
-from gguftpl.templates.hfrender import TemplateRenderError, render_hf
 from gguftpl.templates.verdicts import (
     dropped_messages,
     tool_calls_verdict,
@@ -146,8 +146,8 @@ def gather_facts(
     llama.cpp's where it rendered (``templates.verdicts``). ``special_tokens`` (``{"sep_token": …}``) go to
     transformers' renderer beside bos/eos, as transformers passes its tokenizer's special tokens; llama.cpp
     gets bos/eos only, so a template reading the others renders differently there (``engine_differences``)."""
+    from gguftpl.gguf.templateset import sha256_text, template_key
     from gguftpl.templates import safety
-    from gguftpl.templates.templateset import sha256_text, template_key
 
     t0 = time.perf_counter()
     draft = _Draft()
@@ -386,7 +386,7 @@ def _round_trip(draft: _Draft, r: _Renderer, call: dict[str, Any], content: str 
 
 
 def _multi_turn(draft: _Draft, r: _Renderer, base_tools: list[dict[str, Any]] | None, eos: str) -> None:
-    from gguftpl.templates import tokens
+    from gguftpl.gguf import tokens
 
     multi = r.render("multi-turn", probes.multi_turn_conversation(), tools=base_tools, agp=True)
     if multi is not None:
@@ -404,7 +404,7 @@ def _shape_probes(r: _Renderer) -> None:
             continue
         if twin == probes.PLAIN and twin not in r.strict:
             continue
-        from gguftpl.templates.jinja_env import normalize_messages  # jinja2: only when something renders
+        from gguftpl.engines.transformers_env import normalize_messages  # jinja2: only when something renders
 
         msgs, tools, agp = shapes[name]
         # as apply_chat_template sends it: the null key dropped (what the raw shape does is llama.cpp's probe)
@@ -457,8 +457,8 @@ def _python_repr(draft: _Draft) -> None:
 
 
 def _markers_and_dialect(draft: _Draft, bos: str) -> None:
+    from gguftpl.gguf import tokens
     from gguftpl.templates import dialect as dialects
-    from gguftpl.templates import tokens
 
     call = draft.fields.get("call")
     call_text = call.text if call else ""
@@ -479,8 +479,8 @@ def _markers_and_dialect(draft: _Draft, bos: str) -> None:
 def _llamacpp(text: str, bos: str, eos: str) -> LlamaCppFacts | None:
     """llama.cpp loads the text as a file's default template (its own bos/eos) and renders every engine
     probe, in its bounded child; None without xllamacpp."""
+    from gguftpl.engines.llamacpp import Probe, llamacpp_renders
     from gguftpl.errors import LlamaCppError
-    from gguftpl.verify.parsecheck import Probe, llamacpp_renders
 
     asked = [Probe(n, msgs, tools, agp) for n, msgs, tools, agp in probes.engine_probes()]
     try:
@@ -517,9 +517,9 @@ def _decide(draft: _Draft, r: _Renderer, llama: LlamaCppFacts | None) -> None:
 
 def _engine_differences(text: str, llama: LlamaCppFacts, specials: Mapping[str, str]) -> tuple[EngineDifference, ...]:
     """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
-    (verify.compare), the other special tokens transformers passes (``specials``) and the messages as llama.cpp
+    (templates.enginediff), the other special tokens transformers passes (``specials``) and the messages as llama.cpp
     hands them to the template (``probes.llamacpp_messages``), whose prompts still differ."""
-    from gguftpl.verify.compare import compare_prompts, difference_window
+    from gguftpl.templates.enginediff import compare_prompts, difference_window
 
     bos, eos = llama.specials
     shapes = {name: (msgs, tools) for name, msgs, tools, _agp in probes.engine_probes()}

@@ -256,7 +256,7 @@ def runtime_choice(templates: dict[str, str], with_tools: bool) -> str | None:
 def compare_behaviour(
     gguf: dict[str, str], upstream: dict[str, str], *, bos_token: str = "", eos_token: str = ""
 ) -> list[BehaviourDiff]:
-    from gguftpl.templates.hfrender import render_hf
+    from gguftpl.engines.transformers import render_hf
 
     out: list[BehaviourDiff] = []
     # a template that ran out of time, size or memory once does on the next probe too: 5 s each, for nothing
@@ -338,7 +338,7 @@ def diff(
     its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog."""
     from gguftpl.errors import UsageError
     from gguftpl.gguf.open import open_header
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.gguf.templateset import load_templateset
     from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
 
     if options.context < 0:
@@ -396,8 +396,8 @@ def diff_templateset(
 def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
     """Findings (GT501-GT503) for a diff, for audit-style reports."""
     from gguftpl.findings import Location, make_finding
+    from gguftpl.gguf.templateset import template_key
     from gguftpl.rules.upstream import UPSTREAM_SPECIAL_TOKENS_DIFFER, UPSTREAM_TEMPLATE_CHANGED, UPSTREAM_TEMPLATE_LOST
-    from gguftpl.templates.templateset import template_key
 
     where = file or result.file
     up = result.upstream

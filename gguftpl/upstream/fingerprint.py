@@ -95,7 +95,7 @@ def _hash_vocab(tokens: list[str], skip: Sequence[int]) -> Part:
 
 
 def fingerprint(tset: Any) -> Fingerprint | None:
-    """The fingerprint of a :class:`~gguftpl.templates.templateset.TemplateSet`'s tokenizer; None without a
+    """The fingerprint of a :class:`~gguftpl.gguf.templateset.TemplateSet`'s tokenizer; None without a
     vocabulary (or with one that cannot be read)."""
     header = getattr(tset, "_header", None)
     if header is None or not getattr(tset, "has_vocab", False):

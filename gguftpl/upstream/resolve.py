@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
-    from gguftpl.templates.templateset import TemplateSet
+    from gguftpl.gguf.templateset import TemplateSet
     from gguftpl.upstream.config import UpstreamConfig
 
 AUTO = "auto"

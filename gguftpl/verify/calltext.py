@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gguftpl.engines.llamacpp_env import llamacpp_date_string
+from gguftpl.engines.llamacpp_session import LlamaCppSession, Message
 from gguftpl.errors import LlamaCppError
-from gguftpl.verify.llamaenv import llamacpp_date_string
-from gguftpl.verify.session import LlamaCppSession, Message
 
 _REPLY_MARK = "qz7gguftplreplymark"
 
@@ -201,7 +201,7 @@ def _last_turn_call(
     differential parser renders it (a template may write history calls differently, e.g. with the call id
     only when another turn follows). llama.cpp's /apply-template refuses a final assistant turn with tool
     calls, so jinja2 with Hugging Face semantics and llama.cpp's variables renders the three prompts."""
-    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+    from gguftpl.engines.transformers import TemplateRenderError, render_hf
 
     template = session.template_for(tools).text
     kw: dict[str, Any] = {

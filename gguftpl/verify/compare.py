@@ -1,56 +1,19 @@
-"""Engine comparison: does llama.cpp render the same prompt as transformers (Hugging Face semantics)?
+"""Engine comparison in verify: does llama.cpp render the same prompt as transformers (Hugging Face semantics)?
 
 The model was trained and evaluated on transformers' rendering; where llama.cpp's Jinja engine differs, prompts
-differ between runtimes. Verify's fifth stage, and ``render``'s evidence, come from :func:`compare_engines`.
+differ between runtimes. Verify's fifth stage, and ``render``'s evidence, come from :func:`compare_engines`; the
+comparison itself is :func:`gguftpl.templates.enginediff.compare_prompts`.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gguftpl.verify.llamaenv import llamacpp_date_string
+from gguftpl.templates.enginediff import Agreement, compare_prompts, difference_window
 from gguftpl.verify.result import FAIL, PASS, SKIP, STAGE_AGREEMENT, Stage
 
 if TYPE_CHECKING:
-    from gguftpl.verify.session import LlamaCppSession, Message
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-@dataclass
-class Agreement:
-    identical: bool
-    normalised: list[str]
-    """What was normalised before comparing (see :func:`compare_engines`)."""
-    hf_prompt: str | None
-    llama_prompt: str
-    first_difference: int | None = None
-    hf_error: str | None = None
-
-
-def first_difference(a: str, b: str) -> int | None:
-    if a == b:
-        return None
-    return _common_prefix(a, b)
-
-
-DIFFERENCE_RADIUS = 40
-"""Characters shown on each side of the first difference."""
-
-
-def difference_window(text: str, at: int, radius: int = DIFFERENCE_RADIUS) -> str:
-    """``text`` around its first difference ``at``, on both sides (the differing text in the middle), so a
-    difference deep in a long prompt is shown, not what follows it."""
-    return text[max(0, at - radius) : at + radius]
+    from gguftpl.engines.llamacpp_session import LlamaCppSession, Message
 
 
 def compare_engines(
@@ -67,105 +30,6 @@ def compare_engines(
     return compare_prompts(
         template_text, messages, tools, llama_prompt, s.bos_token, s.eos_token, specials=s.template_specials()
     )
-
-
-def compare_prompts(
-    template_text: str,
-    messages: list[Message],
-    tools: list[dict[str, Any]] | None,
-    llama_prompt: str,
-    bos: str,
-    eos: str,
-    *,
-    specials: Mapping[str, Any] | None = None,
-) -> Agreement:
-    """Render with Hugging Face semantics (``render_hf``) the request llama.cpp rendered as ``llama_prompt``
-    (passing the ``bos``/``eos`` texts llama.cpp reports) and compare.
-
-    Normalised, and only this: (1) HF gets the variables llama.cpp passes to every template — the same
-    ``bos_token``/``eos_token`` strings llama.cpp reports, ``date_string`` (today, ``%d %b %Y``) and
-    ``enable_thinking`` (llama.cpp's value is not reported: both ``false`` and ``true`` are tried, and the
-    one used is named); (2) llama.cpp drops a leading BOS text from the prompt (it adds BOS as a token),
-    so a leading ``bos_token`` is removed from the HF prompt when llama.cpp's does not start with it;
-    (3) when the prompts still differ and the template prints the clock (``strftime_now`` with a format
-    whose text changes within the last minutes, e.g. ``%H:%M:%S``), every text that format gives for an
-    instant of that window is masked in both prompts: the engines rendered at different seconds.
-    ``specials`` (``sep_token`` …) go to HF alone: transformers passes its tokenizer's other special tokens,
-    llama.cpp does not.
-    """
-    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
-
-    window_end = time.time()
-    best: Agreement | None = None
-    for thinking in (False, True):
-        norm = [f"date_string={llamacpp_date_string()!r}", f"enable_thinking={str(thinking).lower()}"]
-        try:
-            hf = render_hf(
-                template_text,
-                messages,
-                tools=tools,
-                add_generation_prompt=True,
-                bos_token=bos,
-                eos_token=eos,
-                date_string=llamacpp_date_string(),
-                enable_thinking=thinking,
-                **(specials or {}),
-            )
-        except TemplateRenderError as exc:
-            return Agreement(False, norm, None, llama_prompt, None, str(exc))
-        if bos and hf.startswith(bos) and not llama_prompt.startswith(bos):
-            hf = hf[len(bos) :]
-            norm.append("leading bos_token removed from the HF prompt")
-        lp = llama_prompt
-        if hf != lp:
-            masked = _mask_clock(template_text, [hf, lp], window_end - CLOCK_WINDOW_S, time.time() + 2)
-            if masked is not None:
-                (hf, lp), formats = masked
-                norm.append(f"clock text of strftime_now({', '.join(map(repr, formats))}) masked")
-        ag = Agreement(hf == lp, norm, hf, lp, first_difference(hf, lp))
-        if ag.identical:
-            return ag
-        if best is None or (ag.first_difference or 0) > (best.first_difference or 0):
-            best = ag
-    assert best is not None
-    return best
-
-
-CLOCK_WINDOW_S = 600
-"""How far back ``compare_engines`` looks for the instant llama.cpp rendered a prompt it was handed."""
-
-
-def _mask_clock(template_text: str, prompts: list[str], start: float, end: float) -> tuple[list[str], list[str]] | None:
-    """``prompts`` with every text of a clock-dependent ``strftime_now(FORMAT)`` call of the template (a
-    constant FORMAT whose output changes between ``start`` and ``end``) replaced by ``<strftime_now(FORMAT)>``,
-    and those formats; None when the template prints no such clock text or none of it is in the prompts."""
-    from jinja2 import TemplateSyntaxError
-
-    from gguftpl.templates.static import strftime_formats
-
-    try:
-        formats = strftime_formats(template_text)
-    except (TemplateSyntaxError, RecursionError):  # a template jinja2 cannot parse: nothing to mask
-        return None
-    out = list(prompts)
-    used: list[str] = []
-    for fmt in formats:
-        texts: set[str] = set()
-        t = int(start)
-        while t <= end:
-            texts.add(time.strftime(fmt, time.localtime(t)))
-            t += 1
-        if len(texts) < 2:
-            continue  # a date-only format: both engines print the same text
-        mask = f"<strftime_now({fmt!r})>"
-        hit = False
-        for text in sorted((x for x in texts if x.strip()), key=len, reverse=True):
-            if any(text in p for p in out):
-                hit = True
-                out = [p.replace(text, mask) for p in out]
-        if hit:
-            used.append(fmt)
-    return (out, used) if used else None
 
 
 def agreement_stage(

@@ -1,7 +1,7 @@
 """``verify --live``: the real weights answer a tools request, and what reaches the client is judged.
 
 Stages 1–5 prove the template and llama.cpp's parser with a call gguftpl writes itself. Here the model writes
-it (temperature 0, bounded tokens and time, in the child of :mod:`gguftpl.verify.childsession`), and the
+it (temperature 0, bounded tokens and time, in the child of :mod:`gguftpl.engines.llamacpp_child`), and the
 stage's ``outcome`` says what a client of llama-server would get:
 
 - ``parsed_call``: llama.cpp returned ``tool_calls``. With a dispatcher (``--mcp``) the call is run, its result
@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gguftpl.engines.llamacpp_session import LlamaCppSession, Message
 from gguftpl.errors import GGUFTplError, LlamaCppError
 from gguftpl.verify.callshape import FoundCall, find_call
 from gguftpl.verify.result import FAIL, PASS, Stage, excerpt
-from gguftpl.verify.session import LlamaCppSession, Message
 
 STAGE_LIVE = "live"
 PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER = "parsed_call", "unparsed_call", "no_call", "no_answer"
@@ -103,7 +103,7 @@ def generate(
         body["tools"] = tools
     if tool_choice:
         body["tool_choice"] = tool_choice
-    from gguftpl.verify.childsession import ChildSession
+    from gguftpl.engines.llamacpp_child import ChildSession
 
     t0 = time.perf_counter()
     try:

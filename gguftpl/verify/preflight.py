@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gguftpl.engines.llamacpp_choice import LOADED
 from gguftpl.errors import GGUFTplError
-from gguftpl.verify.choice import LOADED
 
 LOAD_CHECK_TIMEOUT = 20.0
 """Seconds verify and render wait for a template to load in the parse-check child before calling it a hang
@@ -56,8 +56,8 @@ def render_bombs(
     templates llama.cpp will load (default, tool_use and ``also_load``), loaded in the parse-check child: one
     that hangs or crashes it there is a bomb too. Each entry is ``NAME: why``."""
     from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset, special_token_text
     from gguftpl.templates import probes
-    from gguftpl.templates.templateset import load_templateset, special_token_text
 
     try:
         header = read_header(path)
@@ -75,7 +75,7 @@ def render_bombs(
 def _bounded_render_bombs(
     texts: dict[str, str], msgs: list[dict[str, Any]], tools: list[dict[str, Any]], bos: str, eos: str
 ) -> list[str]:
-    from gguftpl.templates.hfrender import TemplateRenderError, render_hf
+    from gguftpl.engines.transformers import TemplateRenderError, render_hf
 
     bombs: list[str] = []
     verdicts: dict[str, str | None] = {}  # by text: a file whose default is its tool_use waited twice
@@ -97,8 +97,8 @@ def _load_bombs(texts: dict[str, str], also_load: Sequence[str]) -> list[str]:
     # Loading renders the template too, on llama.cpp's own probe inputs (two tools, parallel calls, …) that no
     # conversation of ours reproduces: a template that loops only on those hung this process for good. So the
     # templates llama.cpp will load are first loaded in the parse-check child, bounded in time and memory.
-    from gguftpl.templates.templateset import sha256_text
-    from gguftpl.verify.parsecheck import crashed_or_hung, parse_check
+    from gguftpl.engines.llamacpp import crashed_or_hung, parse_check
+    from gguftpl.gguf.templateset import sha256_text
 
     loaded = {name: text for name, text in texts.items() if name in (*LOADED, *also_load)}
     verdicts = parse_check(list(loaded.values()), timeout=LOAD_CHECK_TIMEOUT) if loaded else {}

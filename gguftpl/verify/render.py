@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gguftpl.engines.llamacpp_choice import FALLBACK, choose_template
 from gguftpl.errors import TemplateError, UsageError
-from gguftpl.verify.choice import FALLBACK, choose_template
 
 Message = dict[str, Any]
 
@@ -112,7 +112,7 @@ class RenderResult:
 
 def select_template(templates: Mapping[str, str], tools: Sequence[Any] | None, name: str | None) -> str | None:
     """The template name to render: ``name`` when given (it must exist), else the one llama.cpp would
-    choose (:func:`gguftpl.verify.choice.choose_template`). None: the file has none for this request."""
+    choose (:func:`gguftpl.engines.llamacpp_choice.choose_template`). None: the file has none for this request."""
     if name is not None:
         if name not in templates:
             have = ", ".join(sorted(templates)) or "none"
@@ -139,7 +139,7 @@ def render_prompt(
     (or the real file with ``load_weights``); ``template`` is passed as a ``--chat-template`` override.
     """
     from gguftpl.gguf.reader import read_header
-    from gguftpl.templates.templateset import load_templateset
+    from gguftpl.gguf.templateset import load_templateset
     from gguftpl.verify.preflight import check_regular
 
     if engine not in ENGINES:
@@ -167,8 +167,8 @@ class _Request:
 
 
 def _render_hf(path: str, tset: Any, req: _Request, template: str | None) -> tuple[str, str, list[str]]:
-    from gguftpl.templates.hfrender import render_hf
-    from gguftpl.templates.templateset import special_token_text
+    from gguftpl.engines.transformers import render_hf
+    from gguftpl.gguf.templateset import special_token_text
 
     texts = {n: t.text for n, t in tset.templates.items()}
     name = select_template(texts, req.tools, template)
@@ -191,8 +191,8 @@ def _render_hf(path: str, tset: Any, req: _Request, template: str | None) -> tup
 def _render_llamacpp(
     path: str, tset: Any, req: _Request, template: str | None, load_weights: bool
 ) -> tuple[str, str, list[str]]:
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
     from gguftpl.verify.preflight import render_bombs
-    from gguftpl.verify.session import LlamaCppSession
 
     texts = {n: t.text for n, t in tset.templates.items()}
     name = select_template(texts, req.tools, template)

@@ -29,7 +29,7 @@ ROUND_TRIP_STAGES = (STAGE_CALL_PARSED, STAGE_ARGS_VALID, STAGE_DISPATCH, STAGE_
 
 
 class PromptEngine(Protocol):
-    """What the checks need from llama.cpp (``gguftpl.verify.session.LlamaCppSession`` provides it)."""
+    """What the checks need from llama.cpp (``gguftpl.engines.llamacpp_session.LlamaCppSession`` provides it)."""
 
     def apply_template(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> str: ...
 

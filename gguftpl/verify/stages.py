@@ -12,7 +12,7 @@
    (:func:`gguftpl.verify.compare.compare_engines`), or the first difference is shown.
 
 With the user's tools, the tool checks of :mod:`gguftpl.verify.toolcheck` are appended as more stages. With
-``live`` the real weights are served from a bounded child (:mod:`gguftpl.verify.childsession`) and the model's
+``live`` the real weights are served from a bounded child (:mod:`gguftpl.engines.llamacpp_child`) and the model's
 own answer is judged last (:mod:`gguftpl.verify.live`).
 """
 
@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gguftpl.engines.llamacpp_choice import TemplateChoice
+from gguftpl.engines.llamacpp_session import LlamaCppLoadError, LlamaCppSession, Message
 from gguftpl.errors import LlamaCppError
 from gguftpl.verify.calltext import CallText, arg_values, call_matches, call_text_from_template, parse_call
-from gguftpl.verify.choice import TemplateChoice
 from gguftpl.verify.compare import agreement_stage
 from gguftpl.verify.preflight import check_regular, incomplete, render_bombs
 from gguftpl.verify.result import (
@@ -45,7 +46,6 @@ from gguftpl.verify.result import (
     excerpt,
     skipped_after,
 )
-from gguftpl.verify.session import LlamaCppLoadError, LlamaCppSession, Message
 
 if TYPE_CHECKING:
     from gguftpl.verify.live import LiveOptions
@@ -120,7 +120,7 @@ def _open_session(path: str, load_weights: bool, live: LiveRun | None) -> LlamaC
     if live is None:
         s = LlamaCppSession(path, load_weights=load_weights)
     else:
-        from gguftpl.verify.childsession import ChildSession
+        from gguftpl.engines.llamacpp_child import ChildSession
 
         if live.progress is not None:
             size = os.path.getsize(path) / (1 << 20)
@@ -209,7 +209,7 @@ def _tool_stages(s: LlamaCppSession, run: ToolRun) -> list[Stage]:
     ctx = None
     if s.path is not None:
         from gguftpl.gguf.reader import read_header
-        from gguftpl.templates.templateset import load_templateset
+        from gguftpl.gguf.templateset import load_templateset
 
         ctx = load_templateset(read_header(s.path)).context_length
     kw: dict[str, Any] = {}
@@ -251,7 +251,7 @@ def _standin_info(s: LlamaCppSession) -> dict[str, Any] | None:
 
 def selection_stage(s: LlamaCppSession, choice: TemplateChoice) -> Stage:
     """Stage 1: which template llama.cpp uses with tools, and what its capability probe says."""
-    from gguftpl.templates.templateset import sha256_text
+    from gguftpl.gguf.templateset import sha256_text
 
     names = s.template_names()
     caps = s.caps

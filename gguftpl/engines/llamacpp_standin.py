@@ -95,7 +95,7 @@ def _is_template_key(key: str) -> bool:
 
 def template_markers(texts: Iterable[str]) -> list[str]:
     """Control-shaped markers (``<|im_start|>``, ``<｜tool▁sep｜>``, ``<|turn>``…) written in template text."""
-    from gguftpl.templates.tokens import control_markers
+    from gguftpl.gguf.tokens import control_markers
 
     return control_markers(texts)
 
@@ -110,7 +110,7 @@ def byte_level_tokenizer(
     Returns (keys, tokens added beyond the byte symbols).
     """
     from gguftpl.gguf.tinymodel import byte_level_vocab
-    from gguftpl.templates.tokens import LLAMACPP_EOG_BY_TEXT
+    from gguftpl.gguf.tokens import LLAMACPP_EOG_BY_TEXT
 
     markers = list(dict.fromkeys(markers))
     if eos is None:
@@ -155,7 +155,7 @@ def standin_kv(
     if templates is None:
         templates = {}
         if header is not None:
-            from gguftpl.templates.templateset import load_templateset
+            from gguftpl.gguf.templateset import load_templateset
 
             templates = {n: t.text for n, t in load_templateset(header).templates.items()}
     tok: dict[str, Any] = _copy_tokenizer(header) if header is not None else {}

@@ -21,7 +21,7 @@ from gguftpl.templates.factstore import FactsKey, facts_key
 from gguftpl.templates.gather import gather_facts
 
 if TYPE_CHECKING:
-    from gguftpl.templates.templateset import TemplateSet
+    from gguftpl.gguf.templateset import TemplateSet
 
 
 def analyze_template_text(
@@ -78,7 +78,7 @@ def gather_set(
     files), llama.cpp asked about the ``llamacpp_names`` templates. A file with 10,000 named templates took
     minutes: past ``limits.MAX_ANALYSED_TEXTS`` distinct texts, named templates other than default/tool_use are
     skipped (and reported)."""
-    from gguftpl.templates.templateset import special_token_text, template_special_tokens
+    from gguftpl.gguf.templateset import special_token_text, template_special_tokens
 
     memo = memo if memo is not None else {}
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")

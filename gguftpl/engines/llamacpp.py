@@ -32,10 +32,10 @@ SPEC = WorkerSpec(
     # anyway; the caller, which renders without the cap, would then take all of the machine's memory: so the
     # child's peak growth is the verdict
     ops={
-        "load": Op("gguftpl.verify.parsecheck:_load_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
-        "apply": Op("gguftpl.verify.parsecheck:_apply_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
+        "load": Op("gguftpl.engines.llamacpp:_load_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
+        "apply": Op("gguftpl.engines.llamacpp:_apply_op", peak_growth_limit=_PARSE_MEMORY_HEADROOM // 2),
     },
-    setup=("gguftpl.verify.parsecheck:_child_setup",),
+    setup=("gguftpl.engines.llamacpp:_child_setup",),
     memory_headroom=_PARSE_MEMORY_HEADROOM,
     env={"GGUFTPL_LLAMACPP_VERBOSITY": "0"},
     # the child's stand-ins go in a folder of ours: a child killed for hanging (or crashed) cannot remove its
@@ -57,7 +57,7 @@ def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -
     Each text is loaded once per process (memoised by sha256) as the template of a tiny byte-level
     stand-in in a child process, so a template that crashes or hangs llama.cpp is a verdict, not a crash
     of the caller. Raises LlamaCppError when xllamacpp is not installed."""
-    from gguftpl.verify.session import require_xllamacpp
+    from gguftpl.engines.llamacpp_session import require_xllamacpp
 
     require_xllamacpp()
     return _VERDICTS.check(list(texts), timeout)
@@ -66,7 +66,7 @@ def parse_check(texts: Sequence[str], *, timeout: float = PARSE_CHECK_TIMEOUT) -
 def parse_check_prestart() -> None:
     """Start the parse-check worker now, so its start overlaps the caller's own work (no-op without
     xllamacpp or when it runs already)."""
-    from gguftpl.verify.llamaenv import llamacpp_available
+    from gguftpl.engines.llamacpp_env import llamacpp_available
 
     if llamacpp_available():
         parse_check_worker().prestart()
@@ -113,9 +113,9 @@ def llamacpp_renders(
     ``{"error": None, "caps": {...}, "renders": {probe name: {"text": prompt} | {"error": message}}}``. All of
     it in the parse-check child: the load under ``timeout``, each render under ``render_timeout``; after a render
     that overran, the later probes are not rendered (``{"error": …"not rendered"}``)."""
+    from gguftpl.engines.llamacpp_env import NOT_INSTALLED, llamacpp_available
     from gguftpl.errors import LlamaCppError
-    from gguftpl.templates.templateset import sha256_text
-    from gguftpl.verify.llamaenv import NOT_INSTALLED, llamacpp_available
+    from gguftpl.gguf.templateset import sha256_text
 
     if not llamacpp_available():  # only the worker imports xllamacpp
         raise LlamaCppError(NOT_INSTALLED)
@@ -155,7 +155,7 @@ class _Verdicts:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check(self, texts: list[str], timeout: float) -> dict[str, str | None]:
-        from gguftpl.templates.templateset import sha256_text
+        from gguftpl.gguf.templateset import sha256_text
 
         with self.lock:
             todo = {}
@@ -231,7 +231,7 @@ _SESSION: tuple[tuple[str, str, str], Any] | None = None
 def _session(item: dict[str, Any]) -> Any:
     """The session serving ``item``'s template (loaded now unless it is the one loaded last)."""
     global _SESSION
-    from gguftpl.verify.session import LlamaCppSession
+    from gguftpl.engines.llamacpp_session import LlamaCppSession
 
     key = (str(item["text"]), str(item.get("bos") or ""), str(item.get("eos") or ""))
     if _SESSION is not None and _SESSION[0] == key:
@@ -249,7 +249,7 @@ def _load_op(item: dict[str, Any]) -> dict[str, Any]:
     """Load a byte-level stand-in whose default template is ``item["text"]``. Loading is where llama-server
     fails ("chat template parsing error"): llama.cpp parses the template and renders it to probe its
     capabilities and build its tool-call parser. Answers the capabilities it found."""
-    from gguftpl.verify.session import LlamaCppLoadError
+    from gguftpl.engines.llamacpp_session import LlamaCppLoadError
 
     try:
         session = _session(item)

@@ -2,7 +2,7 @@
 
 Everything runs in llama.cpp's own server (``xllamacpp``, in-process, listening on 127.0.0.1 only on a port
 the kernel picks); nothing here imitates llama.cpp. llama.cpp needs a loadable model, so by default the
-session serves a stand-in (:mod:`gguftpl.verify.standin`: the file's tokenizer on a zero-weight body) built in
+session serves a stand-in (:mod:`gguftpl.engines.llamacpp_standin`: the file's tokenizer on a zero-weight body) built in
 a temporary folder and deleted afterwards; ``load_weights=True`` serves the real file.
 
 Facts this module relies on (measured with xllamacpp 2026.10.11549, see RESEARCH §4–5):
@@ -36,9 +36,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gguftpl.engines.llamacpp_choice import TemplateChoice, choose_template
+from gguftpl.engines.llamacpp_env import NOT_INSTALLED
 from gguftpl.errors import GGUFTplError, LlamaCppError, UsageError
-from gguftpl.verify.choice import TemplateChoice, choose_template
-from gguftpl.verify.llamaenv import NOT_INSTALLED
 
 HTTP_TIMEOUT = 300.0
 """Seconds for one request to the in-process server (a real 70B prompt evaluation can be slow)."""
@@ -175,7 +175,7 @@ class LlamaCppSession:
         env_v = os.environ.get("GGUFTPL_LLAMACPP_VERBOSITY")
         self.verbosity = verbosity if verbosity is not None else int(env_v) if env_v and env_v.isdigit() else 0
         self.standin: Any = None
-        """The :class:`gguftpl.verify.standin.StandIn` served, or None with ``load_weights``."""
+        """The :class:`gguftpl.engines.llamacpp_standin.StandIn` served, or None with ``load_weights``."""
         self.timings: dict[str, float] = {}
         self._srv: Any = None
         self._base = ""
@@ -194,7 +194,7 @@ class LlamaCppSession:
             return {}
         if self._template_specials is None:  # one header read per session, not one per compared request
             from gguftpl.gguf.reader import read_header
-            from gguftpl.templates.templateset import load_templateset, template_special_tokens
+            from gguftpl.gguf.templateset import load_templateset, template_special_tokens
 
             self._template_specials = template_special_tokens(load_templateset(read_header(self.path)))
         return self._template_specials
@@ -216,7 +216,7 @@ class LlamaCppSession:
         model_path = self.path
         try:
             if not self.load_weights:
-                from gguftpl.verify.standin import build_standin
+                from gguftpl.engines.llamacpp_standin import build_standin
 
                 self._tmp = tempfile.mkdtemp(prefix="gguftpl-standin-")
                 model_path = os.path.join(self._tmp, "standin.gguf")
@@ -340,7 +340,7 @@ class LlamaCppSession:
                 self._names = []
             else:
                 from gguftpl.gguf.reader import read_header
-                from gguftpl.templates.templateset import load_templateset
+                from gguftpl.gguf.templateset import load_templateset
 
                 self._names = sorted(load_templateset(read_header(self.path)).templates)
         return self._names
@@ -358,7 +358,7 @@ class LlamaCppSession:
         return out
 
     def template_for(self, tools: Sequence[Any] | None) -> TemplateChoice:
-        """The template llama.cpp renders a request with (:func:`gguftpl.verify.choice.choose_template`)."""
+        """The template llama.cpp renders a request with (:func:`gguftpl.engines.llamacpp_choice.choose_template`)."""
         return choose_template(self.loaded_templates(), tools)
 
     def apply_template(

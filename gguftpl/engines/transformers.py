@@ -7,7 +7,7 @@ timeout and the worker is killed when a render overruns. The worker counts outpu
 its own address space, so a megabyte-printing template fails fast with a clear error instead of eating the
 machine.
 
-Rendering itself is transformers' ``render_jinja_template`` rebuilt on jinja2 (:mod:`gguftpl.templates.jinja_env`,
+Rendering itself is transformers' ``render_jinja_template`` rebuilt on jinja2 (:mod:`gguftpl.engines.transformers_env`,
 proven byte-equal over the corpus), so the worker starts without importing transformers.
 """
 
@@ -68,8 +68,8 @@ class TemplateRenderError(TemplateError):
 def _spec() -> WorkerSpec:
     return WorkerSpec(
         "render worker",
-        ops={"render": Op("gguftpl.templates.hfrender:_render_op")},
-        setup=("gguftpl.templates.hfrender:_worker_setup",),
+        ops={"render": Op("gguftpl.engines.transformers:_render_op")},
+        setup=("gguftpl.engines.transformers:_worker_setup",),
         memory_headroom=_MEMORY_HEADROOM,
         startup_timeout=STARTUP_TIMEOUT,
         env={"PYTHONWARNINGS": "ignore"},
@@ -151,7 +151,7 @@ def _worker_setup() -> None:
     import warnings
 
     warnings.simplefilter("ignore")
-    from gguftpl.templates import jinja_env  # noqa: F401 - jinja2, imported once, before the memory cap
+    from gguftpl.engines import transformers_env as jinja_env  # noqa: F401 - jinja2, imported once, before the memory cap
 
 
 def _render_op(req: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +206,7 @@ def _compile(text: str, lenient: bool) -> Any:
     50,000-term expression: ~2 s each, 30+ renders)."""
     from jinja2.exceptions import TemplateSyntaxError
 
-    from gguftpl.templates import jinja_env
+    from gguftpl.engines import transformers_env as jinja_env
 
     key = (hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), lenient)
     failed = _COMPILE_FAILURES.get(key)
@@ -232,7 +232,7 @@ def _render(compiled: Any, req: dict[str, Any], limit: int) -> dict[str, Any]:
     """Render with transformers' inputs, streamed, so a template printing gigabytes stops at ``limit``."""
     from jinja2.exceptions import SecurityError
 
-    from gguftpl.templates import jinja_env
+    from gguftpl.engines import transformers_env as jinja_env
 
     try:
         variables = jinja_env.template_inputs(
@@ -263,7 +263,7 @@ def _render(compiled: Any, req: dict[str, Any], limit: int) -> dict[str, Any]:
 def _compile_nesting(text: str, e: BaseException) -> dict[str, Any]:
     """A compile failure: nesting too deep for jinja2's compiler or for Python's (a syntax error, as the
     parse check says), or any other SyntaxError the generated code raised."""
-    from gguftpl.templates.static import is_nesting_failure, nesting_error
+    from gguftpl.engines.jinja2parse import is_nesting_failure, nesting_error
 
     if is_nesting_failure(e):
         err = nesting_error(text)

@@ -5,7 +5,8 @@ process a Ctrl-C would wait for the generation to end and no time limit could be
 loaded in a child (:mod:`gguftpl.worker`, the one place that starts children) that serves llama.cpp on
 127.0.0.1, and this process talks to it over HTTP like any client. A request that overruns its time limit
 returns here on time; closing the session (or a Ctrl-C, which closes it on the way out) kills the child and
-the generation with it. Every other request is the same as in :class:`~gguftpl.verify.session.LlamaCppSession`.
+the generation with it. Every other request is the same as in
+:class:`~gguftpl.engines.llamacpp_session.LlamaCppSession`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gguftpl.engines.llamacpp_session import HTTP_TIMEOUT, LlamaCppLoadError, LlamaCppSession
 from gguftpl.errors import LlamaCppError, UsageError
-from gguftpl.verify.session import HTTP_TIMEOUT, LlamaCppLoadError, LlamaCppSession
 
 LOAD_TIMEOUT = 900.0
 """Seconds the child may take to load the weights (a 70B file from a cold disk takes minutes)."""
@@ -29,14 +30,14 @@ def _worker_spec() -> Any:
     # no address-space cap: the model's size is the user's choice; time is bounded per request instead
     return WorkerSpec(
         name="llama.cpp model worker",
-        ops={"serve": Op("gguftpl.verify.childsession:serve")},
-        setup=("gguftpl.verify.childsession:preload",),
+        ops={"serve": Op("gguftpl.engines.llamacpp_child:serve")},
+        setup=("gguftpl.engines.llamacpp_child:preload",),
     )
 
 
 def preload() -> None:
     """Child setup: import llama.cpp before the first request, so a missing xllamacpp fails the start."""
-    from gguftpl.verify.session import require_xllamacpp
+    from gguftpl.engines.llamacpp_session import require_xllamacpp
 
     require_xllamacpp()
 

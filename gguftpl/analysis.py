@@ -9,7 +9,7 @@ running the file- and template-scope checks over the result.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,16 +68,22 @@ class SetFacts:
     """Of those, texts llama.cpp was asked to load."""
 
 
+ENGINE_TEMPLATES = ("default", "tool_use")
+"""The templates the other engines are asked about: the only ones any runtime reads."""
+
+
 def gather_set(
     tset: TemplateSet,
     *,
     llamacpp_names: Collection[str] = (),
     memo: MutableMapping[FactsKey, TemplateFacts] | None = None,
+    engines: Sequence[tuple[str, str]] = (),
 ) -> SetFacts:
     """Facts for each template of ``tset``: each distinct text gathered once (``memo`` shares them across
     files), llama.cpp asked about the ``llamacpp_names`` templates. A file with 10,000 named templates took
     minutes: past ``limits.MAX_ANALYSED_TEXTS`` distinct texts, named templates other than default/tool_use are
-    skipped (and reported)."""
+    skipped (and reported). ``engines``: (id, version) of the other engines asked about the default and
+    ``tool_use`` templates (the ones runtimes read), part of each facts key."""
     from gguftpl.gguf.templateset import special_token_text, template_special_tokens
 
     memo = memo if memo is not None else {}
@@ -89,7 +95,8 @@ def gather_set(
     gathered = asked = 0
     for name, tpl in tset.templates.items():
         ask = name in llamacpp_names
-        fkey = facts_key(tpl.sha256, bos, eos, ask, specials)
+        asked_engines = tuple(engines) if name in ENGINE_TEMPLATES else ()
+        fkey = facts_key(tpl.sha256, bos, eos, ask, specials, asked_engines)
         if tpl.sha256 not in texts and len(texts) >= limits.MAX_ANALYSED_TEXTS and name not in ("default", "tool_use"):
             skipped.append(name)
             continue
@@ -104,6 +111,7 @@ def gather_set(
                 key=tpl.key,
                 ask_llamacpp=ask,
                 special_tokens=specials,
+                engines=[e for e, _v in asked_engines],
             )
             memo[fkey] = facts
             gathered += 1

@@ -63,11 +63,30 @@ class AnalysisCache:
         """Distinct template texts this cache asked llama.cpp about."""
         self.parse_skipped = ""
         """Why the llama.cpp parse check did not run (xllamacpp not installed), once it was wanted."""
+        self.engines: tuple[str, ...] | None = None
+        """The other Jinja engines to ask (``hfjs``, ``minijinja/tgi``, ...): None for every one, () for none. Only
+        the installed ones are asked; a runtime whose engine is missing says so in the runtime view."""
+
+    def _other_engines(self, engine: str) -> tuple[tuple[str, str], ...]:
+        """(engine id, version) of the installed other engines this audit asks (none with ``--engine hf-only``)."""
+        if engine == "hf-only":
+            return ()
+        from gguftpl.engines import registry
+
+        wanted = registry.OTHER_JINJA_ENGINES if self.engines is None else self.engines
+        out = []
+        for eid in wanted:
+            available = registry.availability(eid)
+            if available.installed:
+                out.append((eid, available.version))
+        return tuple(out)
 
     def load(self, header: Any, engine: str) -> tuple[_Loaded, bool]:
         """Everything the rules read about ``header``'s file, and whether its template set was seen before."""
         from gguftpl.gguf.templateset import load_templateset
 
+        others = self._other_engines(engine)
+        engine = f"{engine}|{','.join(f'{e}={v}' for e, v in others)}" if others else engine
         header_key = _header_key(header, engine)
         found = self._by_header.get(header_key) if header_key else None
         if found is not None:
@@ -77,8 +96,8 @@ class AnalysisCache:
         tset = load_templateset(header)
         repo, how, invalid_utf8 = self._file_facts(tset, header_key)
         names = self._llamacpp_names(engine)
-        self._prestart(tset, names)
-        facts = gather_set(tset, llamacpp_names=names, memo=self._facts)
+        self._prestart(tset, names, others)
+        facts = gather_set(tset, llamacpp_names=names, memo=self._facts, engines=others)
         vocab = vocab_facts(tset, facts.templates, invalid_utf8=invalid_utf8)
         set_key = _set_key(tset, header, engine)
         seen = set_key in self._sets
@@ -118,7 +137,7 @@ class AnalysisCache:
             write_entry(path, {"repo": repo, "how": how, "invalid_utf8": invalid})
         return repo, how, invalid
 
-    def _prestart(self, tset: Any, names: tuple[str, ...]) -> None:
+    def _prestart(self, tset: Any, names: tuple[str, ...], others: tuple[tuple[str, str], ...] = ()) -> None:
         """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
         the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
         from gguftpl.gguf.templateset import special_token_text, template_special_tokens
@@ -126,7 +145,12 @@ class AnalysisCache:
 
         bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
         specials = template_special_tokens(tset)
-        keys = [facts_key(t.sha256, bos, eos, n in names, specials) for n, t in tset.templates.items()]
+        from gguftpl.analysis import ENGINE_TEMPLATES
+
+        keys = [
+            facts_key(t.sha256, bos, eos, n in names, specials, others if n in ENGINE_TEMPLATES else ())
+            for n, t in tset.templates.items()
+        ]
         if all(self._facts.get(k) is not None for k in keys):
             return
         from gguftpl.engines.transformers import get_worker

@@ -283,3 +283,75 @@ def _template_rejection(log: Sequence[str]) -> str:
     specific = [line for line in keep if not line.endswith("std::exception")]
     keep = specific or keep
     return " | ".join(keep[:3]) or " | ".join(log[:3])
+
+
+# ---------------------------------------------------------------------------------------------- the adapter
+
+
+class LlamaCppEngine:
+    """llama.cpp's own Jinja engine behind :mod:`gguftpl.engines.base`'s interface: the template loaded as a
+    stand-in's default (BOS/EOS from the request's variables) and each request rendered by ``/apply-template``,
+    all in the bounded parse-check child."""
+
+    name = "llamacpp"
+
+    def availability(self) -> Any:
+        from gguftpl.engines.base import Availability
+        from gguftpl.engines.llamacpp_env import INSTALL_HINT, llamacpp_available
+
+        if not llamacpp_available():
+            return Availability(self.name, False, install_hint=INSTALL_HINT, detail="xllamacpp is not installed")
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return Availability(self.name, True, f"xllamacpp {version('xllamacpp')}")
+        except PackageNotFoundError:
+            return Availability(self.name, True, "xllamacpp")
+
+    def load(self, template: str) -> Any:
+        from gguftpl.engines.base import CRASHED, SYNTAX, EngineError
+
+        error = parse_check([template]).get(_sha(template))
+        if error is None:
+            return None
+        return EngineError(CRASHED if crashed_or_hung(error) else SYNTAX, error)
+
+    def render(self, template: str, requests: Sequence[Any]) -> list[Any]:
+        from gguftpl.engines.base import OVERRUN, RENDER, SYNTAX, EngineError, Rendered, unavailable
+
+        available = self.availability()
+        if not available.installed:
+            return unavailable(available, len(requests))
+        variables = requests[0].variables if requests else {}
+        specials = (str(variables.get("bos_token", "")), str(variables.get("eos_token", "")))
+        asked = [
+            Probe(str(i), [dict(m) for m in r.messages], _tools(r.tools), r.add_generation_prompt)
+            for i, r in enumerate(requests)
+        ]
+        answer = llamacpp_renders(template, specials, asked)
+        if answer.get("error") or answer.get("unchecked"):
+            err = EngineError(
+                SYNTAX if answer.get("error") else OVERRUN, str(answer.get("error") or answer.get("unchecked"))
+            )
+            return [Rendered(None, err) for _ in requests]
+        out = []
+        for i in range(len(requests)):
+            r = answer["renders"].get(str(i)) or {}
+            if isinstance(r.get("text"), str):
+                out.append(Rendered(r["text"]))
+            else:
+                out.append(Rendered(None, EngineError(OVERRUN if r.get("overran") else RENDER, str(r.get("error")))))
+        return out
+
+
+def _sha(text: str) -> str:
+    from gguftpl.gguf.templateset import sha256_text
+
+    return sha256_text(text)
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    return [dict(t) for t in tools] if tools is not None else None
+
+
+ENGINE = LlamaCppEngine()

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from gguftpl import worker
@@ -269,3 +270,52 @@ def _compile_nesting(text: str, e: BaseException) -> dict[str, Any]:
         err = nesting_error(text)
         return _failure("syntax", e, err.message.replace("to parse", "to compile"), err.lineno)
     return _failure("render", e, str(e))
+
+
+# ---------------------------------------------------------------------------------------------- the adapter
+
+
+class TransformersEngine:
+    """transformers' ``apply_chat_template`` semantics (jinja2, :mod:`.transformers_env`) behind
+    :mod:`gguftpl.engines.base`'s interface, every render in the bounded render worker."""
+
+    name = "transformers"
+
+    def availability(self) -> Any:
+        from importlib.metadata import version
+
+        from gguftpl.engines.base import Availability
+
+        return Availability(self.name, True, f"jinja2 {version('jinja2')} as transformers sets it up")
+
+    def load(self, template: str) -> Any:
+        from gguftpl.engines.base import SYNTAX, EngineError
+        from gguftpl.engines.jinja2parse import parse_template
+
+        try:
+            parse_template(template)  # parsing runs no template code (compiling would: that is the worker's)
+        except Exception as e:  # TemplateSyntaxError, nesting
+            return EngineError(SYNTAX, getattr(e, "message", None) or str(e), getattr(e, "lineno", None))
+        return None
+
+    def render(self, template: str, requests: Sequence[Any]) -> list[Any]:
+        from gguftpl.engines.base import OVERRUN, RENDER, SYNTAX, EngineError, Rendered
+
+        out = []
+        for r in requests:
+            variables = dict(r.variables)
+            bos, eos = str(variables.pop("bos_token", "")), str(variables.pop("eos_token", ""))
+            tools = [dict(t) for t in r.tools] if r.tools is not None else None
+            try:
+                text = render_hf(
+                    template, [dict(m) for m in r.messages], tools, r.add_generation_prompt, bos, eos, **variables
+                )
+            except TemplateRenderError as e:
+                kind = OVERRUN if e.overran else SYNTAX if e.kind == "syntax" else RENDER
+                out.append(Rendered(None, EngineError(kind, str(e), e.line)))
+                continue
+            out.append(Rendered(text))
+        return out
+
+
+ENGINE = TransformersEngine()

@@ -135,6 +135,40 @@ class EngineRender:
     """Why it did not."""
     overran: bool = False
     """Stopped by a bound (time), not by the template's own error."""
+    line: int | None = None
+    """1-based template line of the error, when the engine says."""
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What one engine (``transformers``, ``llamacpp``, ``hfjs``, ``minijinja/tgi``, ...) did with the template:
+    loaded or refused, and the probe conversations it rendered (:func:`gguftpl.templates.enginefacts.ask_engines`).
+    transformers' and llama.cpp's are read from :class:`TemplateFacts`' own fields (:meth:`TemplateFacts.engine`)."""
+
+    engine: str
+    installed: bool = True
+    version: str = ""
+    unknown: str = ""
+    """Why the engine was not asked (``unknown: hfjs is not installed …: install with …``); '' when it was."""
+    load_error: str | None = None
+    """The engine refuses the template (its own words)."""
+    load_line: int | None = None
+    renders: dict[str, EngineRender] = field(default_factory=dict)
+    """Probe name -> what this engine rendered for it."""
+    tools_in_prompt: bool | None = None
+    """The canary tool's name and parameter reach this engine's prompt for the tools request
+    (``templates.verdicts.engine_tools_verdict``); None when it did not render it."""
+
+    def text(self, probe: str) -> str | None:
+        r = self.renders.get(probe)
+        return r.text if r is not None else None
+
+    def error(self, probe: str) -> EngineRender | None:
+        """The probe's failure (the load error counts for every probe); None when it rendered."""
+        if self.load_error is not None:
+            return EngineRender(None, self.load_error, False, self.load_line)
+        r = self.renders.get(probe)
+        return r if r is not None and r.text is None else None
 
 
 @dataclass(frozen=True)
@@ -262,6 +296,8 @@ class TemplateFacts:
     llamacpp: LlamaCppFacts | None = None
     engine_differences: tuple[EngineDifference, ...] = ()
     """Conversations llama.cpp and transformers both render, into different prompts."""
+    engines: dict[str, EngineFacts] = field(default_factory=dict)
+    """The other engines asked (``hfjs``, ``minijinja/tgi``, ...), by id; see :meth:`engine`."""
 
     timings_ms: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -305,6 +341,17 @@ class TemplateFacts:
     def renders_tools(self) -> bool:
         """The template can put the tool schemas in the prompt (with or without a system message)."""
         return bool(self.tools_in_prompt or self.tools_with_system)
+
+    def engine(self, engine_id: str) -> EngineFacts | None:
+        """What ``engine_id`` did with the template: transformers' own renders (never the lenient sandbox's),
+        llama.cpp's, or another engine's; None when that engine was not asked."""
+        from gguftpl.templates.enginefacts import llamacpp_engine_facts, transformers_engine_facts
+
+        if engine_id == "transformers":
+            return transformers_engine_facts(self)
+        if engine_id == "llamacpp":
+            return llamacpp_engine_facts(self)
+        return self.engines.get(engine_id)
 
     @property
     def llamacpp_load_error(self) -> str | None:

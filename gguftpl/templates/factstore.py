@@ -21,13 +21,22 @@ from typing import Any
 
 from gguftpl.templates.facts import TemplateFacts
 
-FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...]]
-"""(sha256 of the text, bos, eos, llama.cpp asked, the other special tokens passed to transformers' renderer):
-what a template's facts depend on besides the code."""
+FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+"""(sha256 of the text, bos, eos, llama.cpp asked, the other special tokens passed to transformers' renderer, the
+other engines asked and their versions): what a template's facts depend on besides the code."""
 
 
-def facts_key(sha256: str, bos: str, eos: str, asked: bool, specials: Mapping[str, str] | None = None) -> FactsKey:
-    return (sha256, bos, eos, asked, tuple(sorted((specials or {}).items())))
+def facts_key(
+    sha256: str,
+    bos: str,
+    eos: str,
+    asked: bool,
+    specials: Mapping[str, str] | None = None,
+    engines: tuple[tuple[str, str], ...] = (),
+) -> FactsKey:
+    """One gathering: the text, the tokens it was rendered with, llama.cpp asked or not, and the other engines
+    asked with their versions (facts without hfjs are stale once hfjs is installed)."""
+    return (sha256, bos, eos, asked, tuple(sorted((specials or {}).items())), engines)
 
 
 MAX_ENTRY_BYTES = 8 << 20

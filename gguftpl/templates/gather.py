@@ -9,7 +9,8 @@ the first probe that overruns a bound stops every later render.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from gguftpl.templates import probes
 from gguftpl.templates.facts import (
     CallFacts,
     EngineDifference,
+    EngineFacts,
     EngineRender,
     LlamaCppFacts,
     RenderFailure,
@@ -140,12 +142,15 @@ def gather_facts(
     key: str | None = None,
     ask_llamacpp: bool = False,
     special_tokens: Mapping[str, str] | None = None,
+    engines: Sequence[str] = (),
 ) -> TemplateFacts:
     """Every fact about ``text``. ``ask_llamacpp`` also has llama.cpp (when xllamacpp is installed) load the text
     as a file's default template and render the probe conversations (``llamacpp``); the verdicts are then
     llama.cpp's where it rendered (``templates.verdicts``). ``special_tokens`` (``{"sep_token": …}``) go to
     transformers' renderer beside bos/eos, as transformers passes its tokenizer's special tokens; llama.cpp
-    gets bos/eos only, so a template reading the others renders differently there (``engine_differences``)."""
+    gets bos/eos only, so a template reading the others renders differently there (``engine_differences``).
+    ``engines``: the other engines to ask (``hfjs``, ``minijinja/tgi``: :mod:`gguftpl.templates.enginefacts`), in
+    parallel with the rest, each in its own bounded worker."""
     from gguftpl.gguf.templateset import sha256_text, template_key
     from gguftpl.templates import safety
 
@@ -157,6 +162,7 @@ def gather_facts(
         # parsing and rendering cost time and memory in proportion: a 50 MB "template" took 20 s and 400 MB
         draft.set(too_large=True, dialect="unknown")
         return draft.freeze(t0)
+    others = _start_engines(text, engines, bos_token, eos_token, special_tokens)
     ast = _static_facts(draft, text)
     draft.set(invisible=tuple(_issue(i) for i in safety.invisible_characters(text)))
     draft.timings["static"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -184,7 +190,27 @@ def gather_facts(
     _decide(draft, r, llama)
     if llama is not None and ast is not None:
         draft.set(engine_differences=_engine_differences(text, llama, r.specials))
+    if others is not None:
+        t3 = time.perf_counter()
+        draft.set(engines=others.result())
+        draft.timings["engines wait"] = round((time.perf_counter() - t3) * 1000, 2)
     return draft.freeze(t0)
+
+
+def _start_engines(
+    text: str, engines: Sequence[str], bos: str, eos: str, specials: Mapping[str, str] | None
+) -> Future[dict[str, EngineFacts]] | None:
+    """Ask the other engines in the background (their workers are bounded: no bomb check needed first)."""
+    if not engines:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gguftpl.templates.enginefacts import ask_engines
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gguftpl-engines")
+    future = pool.submit(ask_engines, text, tuple(engines), bos, eos, specials)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _render_probes(draft: _Draft, r: _Renderer, ast: Any) -> None:

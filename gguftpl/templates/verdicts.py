@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gguftpl.templates import probes
-from gguftpl.templates.facts import LlamaCppFacts, StaticFacts
+from gguftpl.templates.facts import EngineRender, LlamaCppFacts, StaticFacts
 
 
 def tools_verdict(
@@ -124,3 +124,11 @@ def dropped_messages(system_prompt: str | None, multi_prompt: str | None) -> tup
         for prompt, canary, what in checks
         if prompt is not None and canary not in prompt and probes.CANARY_USER in prompt
     )
+
+
+def engine_tools_verdict(rendered: EngineRender | None) -> bool | None:
+    """Does one engine's prompt for the tools request carry the canary tool's name and parameter? None when that
+    engine did not render the request (its error is the verdict then)."""
+    if rendered is None or rendered.text is None:
+        return None
+    return probes.CANARY_TOOL_NAME in rendered.text and probes.CANARY_PARAM_TOKEN in rendered.text

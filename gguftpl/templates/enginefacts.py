@@ -1,0 +1,107 @@
+"""Every engine's view of one template as :class:`~gguftpl.templates.facts.EngineFacts`.
+
+transformers' and llama.cpp's renders are gathered by :mod:`gguftpl.templates.gather` (they decide the probes
+other facts need) and only read here; the other engines (``hfjs``, ``minijinja/<runtime>``) are asked by
+:func:`ask_engines` the probes a runtime's tools request needs, each in its own bounded worker, in parallel with
+the rest of the gathering. An engine that is not installed is recorded as such, with its install command: a
+verdict that needs it is "unknown", never another engine's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from gguftpl.templates import probes
+from gguftpl.templates.facts import EngineFacts, EngineRender
+from gguftpl.templates.verdicts import engine_tools_verdict
+
+if TYPE_CHECKING:
+    from gguftpl.templates.facts import TemplateFacts
+
+ASKED_PROBES = (probes.PLAIN, probes.TOOLS, probes.TOOLS_WITH_SYSTEM, probes.ROUND_TRIP)
+"""What the other engines render: a chat without tools, the tools request (alone and with a system message) and
+a tool round trip."""
+
+_PROMPT_KEYS = {
+    probes.PLAIN: "plain",
+    probes.TOOLS: "tools",
+    probes.TOOLS_WITH_SYSTEM: "tools with system",
+    probes.SYSTEM: "system",
+    probes.MULTI: "multi",
+    probes.ROUND_TRIP: "round_trip",
+}
+"""Probe name -> the key of ``TemplateFacts.prompts`` that holds transformers' render of it."""
+
+
+def ask_engines(
+    text: str, engine_ids: Sequence[str], bos: str, eos: str, specials: Mapping[str, Any] | None = None
+) -> dict[str, EngineFacts]:
+    """Each engine's facts for ``text`` (engines asked in parallel threads; each engine's worker is bounded)."""
+    if not engine_ids:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(engine_ids), thread_name_prefix="gguftpl-engine") as pool:
+        futures = {eid: pool.submit(_ask_one, eid, text, bos, eos, dict(specials or {})) for eid in engine_ids}
+        return {eid: f.result() for eid, f in futures.items()}
+
+
+def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, Any]) -> EngineFacts:
+    from gguftpl.engines import registry
+    from gguftpl.engines.base import OVERRUN, RenderRequest
+
+    engine = registry.get(engine_id)
+    available = registry.availability(engine_id)
+    if not available.installed:
+        return EngineFacts(engine_id, installed=False, unknown=available.unknown_reason())
+    err = engine.load(text)
+    if err is not None:
+        return EngineFacts(engine_id, version=available.version, load_error=err.message, load_line=err.line)
+    variables = {**specials, "bos_token": bos, "eos_token": eos}
+    shapes = {name: (msgs, tools, agp) for name, msgs, tools, agp in probes.engine_probes()}
+    requests = [RenderRequest(shapes[p][0], shapes[p][1], shapes[p][2], variables) for p in ASKED_PROBES]
+    renders: dict[str, EngineRender] = {}
+    for probe, r in zip(ASKED_PROBES, engine.render(text, requests), strict=True):
+        e = r.error
+        renders[probe] = EngineRender(
+            r.text, e.message if e else None, bool(e and e.kind == OVERRUN), e.line if e else None
+        )
+    return EngineFacts(
+        engine_id,
+        version=available.version,
+        renders=renders,
+        tools_in_prompt=engine_tools_verdict(renders.get(probes.TOOLS)),
+    )
+
+
+def transformers_engine_facts(t: TemplateFacts) -> EngineFacts:
+    """transformers' own renders of ``t`` (what vLLM and SGLang render): a probe the lenient sandbox rendered after
+    transformers refused it is transformers' error here."""
+    if t.parse_error is not None:
+        return EngineFacts("transformers", load_error=t.parse_error.message, load_line=t.parse_error.line)
+    renders: dict[str, EngineRender] = {}
+    for probe, key in _PROMPT_KEYS.items():
+        failure = next((e for e in t.render_errors if e.probe == probe), None)
+        if failure is not None:
+            renders[probe] = EngineRender(None, failure.message, failure.overran, failure.line)
+        elif probe in t.strict and key in t.prompts:
+            renders[probe] = EngineRender(t.prompts[key])
+    if t.overrun is not None:
+        renders.setdefault(t.overrun.probe, EngineRender(None, t.overrun.message, True, t.overrun.line))
+    return EngineFacts("transformers", renders=renders, tools_in_prompt=engine_tools_verdict(renders.get(probes.TOOLS)))
+
+
+def llamacpp_engine_facts(t: TemplateFacts) -> EngineFacts | None:
+    """llama.cpp's renders of ``t`` loaded as a file's default template; None when llama.cpp was not asked."""
+    llama = t.llamacpp
+    if llama is None:
+        return None
+    if llama.unchecked:
+        return EngineFacts("llamacpp", unknown=f"unknown: llama.cpp could not be asked ({llama.unchecked})")
+    return EngineFacts(
+        "llamacpp",
+        load_error=llama.load_error,
+        renders=dict(llama.renders),
+        tools_in_prompt=engine_tools_verdict(llama.renders.get(probes.TOOLS)),
+    )

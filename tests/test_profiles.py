@@ -235,3 +235,16 @@ def test_table_has_one_row_per_runtime_with_seven_cells():
         assert p.name in cells[0] and p.engine in cells[1] and p.template_choice in cells[2]
         if p.ignored_tools == "refuse":
             assert p.refusal_message in cells[4]
+
+
+def test_transformers_gguf_loader_maps_only_the_default_template():
+    """vLLM and SGLang read a GGUF's tokenizer through transformers' GGUF loader: the installed transformers maps
+    ``tokenizer.chat_template`` and no named template, which is why their profiles say ``default_only``."""
+    mapping = pytest.importorskip("transformers.integrations.gguf.gguf_tokenizer_mapping")
+    config_keys = mapping.GGUF_TOKENIZER_MAPPING["tokenizer_config"]
+    assert config_keys.get("chat_template") == "chat_template"
+    assert not [k for k in config_keys if k.startswith("chat_template.")]
+    for runtime_id in ("vllm", "sglang"):
+        p = profile(runtime_id)
+        assert p.template_choice == "default_only" and p.engine == "transformers"
+        assert any("gguf_tokenizer_mapping" in s for s in p.template_source.sources)

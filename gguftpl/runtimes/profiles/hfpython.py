@@ -8,6 +8,7 @@ _VLLM_SERVING = "vllm-project/vllm vllm/entrypoints/openai/chat_completion/servi
 _VLLM_HF = "vllm-project/vllm vllm/renderers/hf.py@e7ad92e5"
 _VLLM_PARSERS = "vllm-project/vllm vllm/tool_parsers/__init__.py@dbaaf020"
 _HF_GGUF = "huggingface/transformers src/transformers/integrations/ggml.py@02261d3c"
+_HF_GGUF_524 = "transformers 5.24.0 (PyPI) transformers/integrations/gguf/gguf_tokenizer_mapping.py"
 _SGL_CHAT = "sgl-project/sglang python/sglang/srt/entrypoints/openai/serving_chat.py@002897c2"
 _SGL_CHAT_OLD = "sgl-project/sglang python/sglang/srt/entrypoints/openai/serving_chat.py@0c078e6f"
 _SGL_PARSERS = "sgl-project/sglang python/sglang/srt/function_call/function_call_parser.py@ce2b3128"
@@ -45,7 +46,7 @@ VLLM = RuntimeProfile(
         "GGUF's tokenizer comes from transformers' GGUF loader, which maps only tokenizer.chat_template, so for "
         "a GGUF it is the default only (docs recommend --tokenizer <base repo>; GGUF moved to vllm-gguf-plugin, "
         "not read)",
-        (_VLLM_HF, _HF_GGUF),
+        (_VLLM_HF, _HF_GGUF, _HF_GGUF_524),
     ),
     engine="transformers",
     engine_settings=_HF_ENGINE,
@@ -58,8 +59,8 @@ VLLM = RuntimeProfile(
     tools_capability="flag",
     tools_capability_source=Sourced(
         "--enable-auto-tool-choice and --tool-call-parser NAME; without them a request with tools (tool_choice "
-        "defaults to 'auto' when tools are given) is refused; the flags gate parsing only, the template alone "
-        "decides the prompt",
+        "defaults to 'auto' when tools are given, per RUNTIMES.md; that validator not re-read) is refused; "
+        "the flags gate parsing only, the template alone decides the prompt",
         (_VLLM_SERVING + "::render_chat_request",),
     ),
     ignored_tools="refuse",
@@ -97,7 +98,7 @@ SGLANG = RuntimeProfile(
     template_source=Sourced(
         "the HF tokenizer's chat_template unless --chat-template names a built-in conversation template; a GGUF "
         "via --load-format gguf and transformers' tokenizer, so tokenizer.chat_template only",
-        (_SGL_CHAT, _HF_GGUF),
+        (_SGL_CHAT, _HF_GGUF, _HF_GGUF_524),
     ),
     engine="transformers",
     engine_settings=_HF_ENGINE,

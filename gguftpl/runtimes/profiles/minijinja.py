@@ -29,7 +29,7 @@ TGI = RuntimeProfile(
         "method callback; builtin tojson (ensure_ascii=... is 'unknown keyword argument'); raise_exception as a "
         "SyntaxError-kind error; strftime_now in local time; rewrites [::-1] to |reverse, drops {% generation %} "
         "tags and messages[0]['content'][0]['text'] to messages[0]['content']",
-        (_TGI.format("router/src/infer/chat_template.rs::ChatTemplate::new"), _TGI.format("Cargo.toml"), _MJ),
+        (_TGI.format("router/src/infer/chat_template.rs::ChatTemplate::new"), _TGI.format("router/Cargo.toml"), _MJ),
     ),
     variables=("bos_token", "eos_token", "add_generation_prompt"),
     variables_source=Sourced(

@@ -168,7 +168,9 @@ DYNAMO = RuntimeProfile(
     engine_settings=Sourced(
         "lstrip_blocks and trim_blocks on, pycompat, length filter (None/undefined -> 0), own tojson (compact "
         "serde JSON, then < > & ' escaped as \\u003c...; indent honoured; ensure_ascii accepted and ignored), "
-        "raise_exception (InvalidOperation), strftime_now; {% generation %} tags removed",
+        "raise_exception (InvalidOperation), strftime_now (local time in a newer tokcfg copy seen in the index, repo "
+        "not named there; tokcfg.rs@4c42d740 has none, yet formatters.rs@533b5042 imports it); {% generation %} "
+        "tags removed",
         (_DYN.format("formatters.rs@533b5042"), _DYN.format("tokcfg.rs@4c42d740::tojson"), _MJ),
     ),
     variables=("bos_token", "eos_token", "unk_token", "add_generation_prompt", "datetime"),

@@ -117,7 +117,10 @@ def test_enums_engines_and_dialects_are_known(p: RuntimeProfile):
 
 
 def test_engine_ids_are_the_engines_packages_table():
+    from gguftpl.engines import registry
+
     doc = gguftpl.engines.__doc__ or ""
+    assert set(ENGINE_IDS) == set(registry.ENGINE_IDS)
     for engine_id in ENGINE_IDS:
         family = engine_id.split("/")[0] + "/<runtime>" if "/" in engine_id else engine_id
         assert f"``{family}``" in doc, engine_id
@@ -128,7 +131,9 @@ def test_engine_ids_are_the_engines_packages_table():
 
 
 def test_profiles_import_nothing_above_errors():
-    allowed = re.compile(r"^gguftpl\.(errors|runtimes\.toolprompts|runtimes\.profiles(\..+)?|runtimes)$")
+    allowed = re.compile(
+        r"^gguftpl\.(errors|engines|engines\.registry|runtimes\.toolprompts|runtimes\.profiles(\..+)?|runtimes)$"
+    )
     files = [
         *sorted((ROOT / "gguftpl" / "runtimes" / "profiles").glob("*.py")),
         ROOT / "gguftpl/runtimes/toolprompts.py",

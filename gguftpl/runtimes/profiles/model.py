@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-ENGINE_IDS = (
-    "transformers",
-    "llamacpp",
-    "hfjs",
-    "minijinja/tgi",
-    "minijinja/mistralrs",
-    "minijinja/dynamo",
-    "ollama",
-)
-"""The engine adapters a profile may name (the table in :mod:`gguftpl.engines`)."""
+from gguftpl.engines import registry
+
+ENGINE_IDS = registry.ENGINE_IDS
+"""The engine adapters a profile may name (the one list: :mod:`gguftpl.engines.registry`)."""
 
 TEMPLATE_CHOICES = ("tool_use_with_tools", "default_only", "named_list", "ollama")
 """``tool_use_with_tools``: ``tokenizer.chat_template.tool_use`` when the request has tools, else the default

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from gguftpl.cli import main_group
-from gguftpl.runtimes import ollama
+from gguftpl.engines import ollama_registry as ollama
 from gguftpl.runtimes.view import DEFAULT_ONLY, LLAMACPP, OLLAMA
 from tests.conftest import CHATML, ROOT, SAMPLES
 
@@ -42,7 +42,7 @@ def _rows(file_dict: dict) -> dict[str, dict]:
 
 
 def test_registry_ships_with_licence_commit_and_sources() -> None:
-    data = ROOT / "gguftpl" / "runtimes" / "ollama_templates"
+    data = ROOT / "gguftpl" / "engines" / "ollama_templates"
     assert "MIT License" in (data / "LICENSE").read_text(encoding="utf-8")
     assert ollama.OLLAMA_COMMIT in (data / "SOURCES.md").read_text(encoding="utf-8")
     entries = ollama.registry()

@@ -213,13 +213,15 @@ def _text(result: Any, view: Any = None) -> str:
 
 
 def _runtime_lines(view: Any) -> list[str]:
-    """The other runtimes, from the file's templates (transformers' semantics; Ollama from its registry)."""
-    mark = {True: "yes", False: "no", None: "?"}
+    """Every runtime, from the audit of the file's templates (each judged by its own engine)."""
+    from gguftpl.runtimes.rows import outcome_text
+
     w1 = max(len(r.name) for r in view.rows)
     w2 = max(len(r.template) for r in view.rows)
-    out = ["runtimes, for a request with tools (from the audit of the file's templates): runtime, template, tools"]
+    w3 = max(len(outcome_text(r)) for r in view.rows)
+    out = ["runtimes, for a request with tools (from the audit of the file's templates, each by its own engine):"]
     for r in view.rows:
-        out.append(f"  {r.name:<{w1}}  {r.template:<{w2}}  {mark[r.tools_reach_prompt]:<3}  {r.reason}")
+        out.append(f"  {r.name:<{w1}}  {r.template:<{w2}}  {outcome_text(r):<{w3}}  {r.reason}")
     return out
 
 

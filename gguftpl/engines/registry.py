@@ -63,7 +63,12 @@ def availability(engine_id: str) -> Availability:
     with _LOCK:
         found = _AVAILABLE.get(engine_id)
     if found is None:
-        found = get(engine_id).availability()
+        try:
+            found = get(engine_id).availability()
+        except ImportError as exc:  # an adapter whose own imports fail is an engine that is not here
+            from gguftpl.engines.base import Availability
+
+            found = Availability(engine_id, False, detail=f"its adapter does not import ({exc})")
         with _LOCK:
             _AVAILABLE[engine_id] = found
     return found

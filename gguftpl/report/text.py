@@ -99,17 +99,23 @@ class TextFormatter:
         the tool schemas reach the prompt, and why."""
         if fa.runtimes is None:
             return []
-        rows = [(r.name, r.template, _yes_no(r.tools_reach_prompt), r.reason) for r in fa.runtimes.rows]
+        from gguftpl.runtimes.rows import outcome_text
+
+        if not fa.runtimes.rows:
+            return []
+        rows = [(r.name, r.engine, r.template, outcome_text(r), r.reason) for r in fa.runtimes.rows]
         w1 = max(len("runtime"), *(len(r[0]) for r in rows))
-        w2 = max(len("template"), *(len(r[1]) for r in rows))
-        w3 = max(len("tools"), *(len(r[2]) for r in rows))
+        w2 = max(len("engine"), *(len(r[1]) for r in rows))
+        w3 = max(len("template"), *(len(r[2]) for r in rows))
+        w4 = max(len("tools"), *(len(r[3]) for r in rows))
         out = [
-            "  runtimes, for a request with tools:",
-            f"    {'runtime':<{w1}}  {'template':<{w2}}  {'tools':<{w3}}  why",
+            "  runtimes, for a request with tools (each judged by its own engine):",
+            f"    {'runtime':<{w1}}  {'engine':<{w2}}  {'template':<{w3}}  {'tools':<{w4}}  why",
         ]
-        for name, template, tools, reason in rows:
-            mark = self._s(f"{tools:<{w3}}", fg="green" if tools == "yes" else "red" if tools == "no" else None)
-            out.append(f"    {name:<{w1}}  {printable(template):<{w2}}  {mark}  {printable(reason)}")
+        for name, engine, template, tools, reason in rows:
+            colour = "green" if tools == "yes" else "red" if tools.startswith(("no", "fails")) else None
+            mark = self._s(f"{tools:<{w4}}", fg=colour)
+            out.append(f"    {name:<{w1}}  {engine:<{w2}}  {printable(template):<{w3}}  {mark}  {printable(reason)}")
         return out
 
     def _finding(self, f: Finding, run: AuditRun) -> str:

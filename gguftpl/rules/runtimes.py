@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gguftpl.engines.ollama_registry import OLLAMA_COMMIT
 from gguftpl.findings import Finding, Rule, Severity, check, register
 from gguftpl.rules.context import FileContext
-from gguftpl.runtimes.ollama import OLLAMA_COMMIT
 
 
 def runtime_lines(ctx: FileContext) -> str:
-    """The runtime view as evidence lines: ``Ollama: chatml (…) -> tools reach the prompt: no``."""
-    yes_no = {True: "yes", False: "no", None: "unknown"}
-    return "\n".join(
-        f"{r.name}: {r.template} -> tools reach the prompt: {yes_no[r.tools_reach_prompt]}" for r in ctx.runtimes.rows
-    )
+    """The runtime view as evidence lines: ``Ollama: chatml (…) -> tools reach the prompt: no (refused)``."""
+    from gguftpl.runtimes.rows import outcome_text
+
+    return "\n".join(f"{r.name}: {r.template} -> tools reach the prompt: {outcome_text(r)}" for r in ctx.runtimes.rows)
 
 
 OLLAMA_SUBSTITUTES_TEMPLATE = register(
@@ -44,7 +43,9 @@ OLLAMA_SUBSTITUTES_TEMPLATE = register(
 def ollama_substitutes_template(ctx: FileContext) -> Iterator[Finding]:
     view = ctx.runtimes
     o = view.ollama
-    default_renders = view.row("default-only").tools_reach_prompt
+    from gguftpl.runtimes.view import reaches
+
+    default_renders = reaches(next((t for t in ctx.templates if t.name == "default"), None))
     # a finding only when the file has tools Ollama's template loses; the runtime view names every substitution
     if not o.substituted or o.tools_rendered or not (view.tool_use_renders or default_renders):
         return

@@ -336,3 +336,48 @@ def message_dropped(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
             role=what.split()[0],
             engines=engines,
         )
+
+
+RUNTIME_ENGINE_ERROR = register(
+    Rule(
+        "GT107",
+        "runtime-engine-error",
+        Severity.WARNING,
+        "A runtime's own template engine cannot render the template it uses for a request with tools.",
+        why="Runtimes do not share one Jinja engine: LM Studio renders with a JavaScript engine (`@huggingface/jinja`), "
+        "TGI, mistral.rs and Dynamo with minijinja (each configured its own way), vLLM and SGLang with transformers' "
+        "jinja2, llama.cpp with its own C++ engine. A construct one engine accepts (`tojson(ensure_ascii=False)`, "
+        "the `~` operator, tuple unpacking in a loop, a filter on a mapping) makes another raise, and that "
+        'runtime\'s users get an error for every request ("Error rendering prompt with jinja template"). The '
+        "message names the runtime, its engine and the engine's own words; the runtime view shows every runtime.",
+        example="vLLM's Llama-3.2 JSON tool template in LM Studio: `Expected iterable or object type in for loop: "
+        "got StringValue`; GLM-4.6 in TGI: `unknown keyword argument 'ensure_ascii'`.",
+        fix="Use a template that runtime's engine renders (upstream's, or one without the construct the engine "
+        "names); `gguftpl render --engine ENGINE FILE` shows the engine's error and the prompt once it renders.",
+    )
+)
+
+
+@check(RUNTIME_ENGINE_ERROR, "file")
+def runtime_engine_error(ctx: FileContext) -> Iterator[Finding]:
+    failing: dict[tuple[str, str, str], list[str]] = {}
+    lines: dict[tuple[str, str, str], int | None] = {}
+    for row in ctx.runtimes.failing():
+        if row.engine == "llamacpp":
+            continue  # llama.cpp's own failures are GT103/GT606, with its load log
+        k = (row.engine, row.template, row.error)
+        failing.setdefault(k, []).append(row.name)
+        lines[k] = row.error_line
+    for (engine, template, error), names in failing.items():
+        t = next((x for x in ctx.templates if x.name == template), None)
+        who = " and ".join(names)
+        yield ctx.finding(
+            RUNTIME_ENGINE_ERROR,
+            f"{who} cannot render a request with tools: its engine ({engine}) raises on the {template} template: "
+            f"{error}",
+            t,
+            line=lines[(engine, template, error)],
+            evidence=trim(error),
+            runtimes=names,
+            engine=engine,
+        )

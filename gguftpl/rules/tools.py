@@ -204,7 +204,7 @@ def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
         return
     view = ctx.runtimes
     dropping = [r for r in view.dropping() if r.name != "llama.cpp"]
-    names = [", ".join(r.examples) if r.examples else _runtime_label(r.name, view) for r in dropping]
+    names = [_runtime_label(r.name, view) for r in dropping]
     llamacpp = view.row("llama.cpp")
     head = (
         f"the default template ignores tools while '{capable[0]}' renders them: fine for llama.cpp (it "

@@ -1,13 +1,18 @@
-"""The runtime view of one GGUF: for each runtime, which template renders a request with tools, and whether the
-tool schemas reach the prompt.
+"""The runtime view of one GGUF: for each runtime, which template renders a request with tools, whether its own
+engine renders it, whether the tool schemas reach the prompt, what it does when they do not, and whether its
+parser takes a call in the template's dialect.
 
-A fact computed once per file from the templates' own facts (``TemplateFacts.tools_in_prompt``, transformers'
-semantics) and their texts; the GT205 and GT7xx rules, the reports and ``verify`` read it.
+One row per runtime profile (:mod:`gguftpl.runtimes.profiles`), each verdict read from that runtime's engine
+(:meth:`TemplateFacts.engine`): llama.cpp's C++ Jinja for llama.cpp and the hosts on it, ``@huggingface/jinja``
+for LM Studio, transformers' jinja2 for vLLM and SGLang, minijinja as TGI, mistral.rs and Dynamo configure it, Go
+``text/template`` for Ollama's curated template. An engine that is not installed makes its rows "unknown" with
+the install command; no row borrows another engine's answer. The one exception is a proof, not an answer: a
+template whose AST never reads ``tools`` puts them in no engine's prompt.
 
-- llama.cpp: ``tool_use`` when tools are passed and there is one, else the default, else its built-in ChatML
-  (asked of :func:`gguftpl.engines.llamacpp_choice.choose_template`, the one place that decides it).
-- default-only runtimes (LM Studio, vLLM, other OpenAI-compatible servers): ``tokenizer.chat_template`` only.
-- Ollama: its own registry (:mod:`gguftpl.runtimes.ollama`).
+Which template each runtime takes: ``tool_use`` when tools are passed and there is one, else the default, else
+ChatML (llama.cpp: :func:`gguftpl.engines.llamacpp_choice.choose_template`, the one place that decides it);
+``tokenizer.chat_template`` only (default-only runtimes); ``tool_use`` by name (Dynamo); Ollama's own registry
+(:mod:`gguftpl.engines.ollama_registry`).
 """
 
 from __future__ import annotations
@@ -17,39 +22,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gguftpl.runtimes.ollama import OllamaPrediction
-    from gguftpl.templates.facts import TemplateFacts
+    from gguftpl.engines.ollama_registry import OllamaPrediction
+    from gguftpl.runtimes.profiles import RuntimeProfile
+    from gguftpl.templates.facts import EngineFacts, TemplateFacts
 
-LLAMACPP = "llama.cpp"
-DEFAULT_ONLY = "default-only"
-OLLAMA = "Ollama"
-DEFAULT_ONLY_RUNTIMES = ("LM Studio", "vLLM", "other OpenAI-compatible servers")
-_WHO = "LM Studio, vLLM and other OpenAI-compatible servers"
-
-
-@dataclass(frozen=True)
-class RuntimeRow:
-    name: str
-    """:data:`LLAMACPP`, :data:`DEFAULT_ONLY` or :data:`OLLAMA`."""
-    template: str
-    """The template it renders a tools request with: ``tool_use``, ``default``, ``fallback``, ``none``, or
-    Ollama's curated one (``chatml (Ollama's curated Go template)``)."""
-    tools_reach_prompt: bool | None
-    """The tool schemas reach the prompt; None when that could not be decided (the template did not render)."""
-    reason: str
-    examples: tuple[str, ...] = ()
-    """The products this row stands for (default-only runtimes)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "name": self.name,
-            "template": self.template,
-            "tools_reach_prompt": self.tools_reach_prompt,
-            "reason": self.reason,
-        }
-        if self.examples:
-            d["examples"] = list(self.examples)
-        return d
+from gguftpl.runtimes.rows import (  # noqa: F401 - the outcomes and the row are read from here too
+    DROPPED,
+    FAILS,
+    INJECTED,
+    LLAMACPP,
+    OLLAMA,
+    PROMPT,
+    REFUSED,
+    UNKNOWN,
+    RuntimeRow,
+)
 
 
 @dataclass(frozen=True)
@@ -60,22 +47,32 @@ class RuntimeView:
     """The file has a ``tool_use`` template that puts the schemas in the prompt."""
 
     def row(self, name: str) -> RuntimeRow:
-        return next(r for r in self.rows if r.name == name)
+        """The row of a runtime, by display name or profile id."""
+        return next(r for r in self.rows if name in (r.name, r.id))
 
     def dropping(self) -> list[RuntimeRow]:
-        """The runtimes whose tools request loses the schemas (decided, not unknown)."""
+        """The runtimes whose tools request loses the schemas (decided, not unknown): dropped or refused."""
         return [r for r in self.rows if r.tools_reach_prompt is False]
+
+    def failing(self) -> list[RuntimeRow]:
+        """The runtimes whose own engine raises on the template they render a tools request with."""
+        return [r for r in self.rows if r.outcome == FAILS]
+
+    def only(self, ids: Sequence[str]) -> RuntimeView:
+        """The view restricted to these runtimes (``audit --runtime``)."""
+        return RuntimeView(tuple(r for r in self.rows if r.id in ids), self.ollama, self.tool_use_renders)
 
     def to_list(self) -> list[dict[str, Any]]:
         out = [r.to_dict() for r in self.rows]
         for d in out:
-            if d["name"] == OLLAMA:
+            if d["id"] == "ollama":
                 d["ollama"] = self.ollama.to_dict()
         return out
 
 
 def reaches(t: TemplateFacts | None) -> bool | None:
-    """Do the tool schemas reach the prompt this template renders? Rendered facts first, then the AST."""
+    """Do the tool schemas reach the prompt this template renders? Rendered facts first, then the AST (the
+    template's own verdict, :func:`gguftpl.templates.verdicts.tools_verdict`)."""
     if t is None:
         return None
     if t.tools_in_prompt is not None:
@@ -83,78 +80,69 @@ def reaches(t: TemplateFacts | None) -> bool | None:
     return False if t.tools_static is False else None
 
 
-def _verdict(t: TemplateFacts | None) -> str:
-    v = reaches(t)
-    if v is None:
-        return "could not be rendered, so whether the schemas reach the prompt is unknown"
-    if v:
-        return "puts the tool schemas in the prompt"
-    if t is not None and t.tool_name_in_prompt:
-        return "renders the tool names but not their schemas"
-    return "drops the tool schemas"
-
-
 def runtime_view(templates: Sequence[TemplateFacts], texts: Mapping[str, str] | None) -> RuntimeView:
     """The view of a file whose templates have these facts and texts (name -> text; None when only the facts
     are at hand, e.g. a bare template: then Ollama's choice is unknown)."""
-    from gguftpl.runtimes import ollama
+    from gguftpl.engines import ollama_registry as ollama
+    from gguftpl.runtimes.profiles import PROFILES
 
     facts = {t.name: t for t in templates}
-    default = facts.get("default")
-    tool_use = facts.get("tool_use")
     names = dict(texts) if texts is not None else {t.name: "" for t in templates}
-    rows = [_llamacpp_row(facts, names), _default_only_row(default, "default" in names)]
+    default, tool_use = facts.get("default"), facts.get("tool_use")
     if texts is None:
         prediction = ollama.unknown("the template's text is not at hand")
     else:
-        prediction = ollama.predict(texts.get("default"), reaches(default))
-    reason = prediction.reason
-    if reaches(tool_use) and not prediction.tools_rendered:
-        reason += "; tool_use, which renders them, is invisible to Ollama"
-    rows.append(RuntimeRow(OLLAMA, prediction.template, prediction.tools_rendered, reason))
+        prediction = ollama.predict(texts.get("default"), _engine_reaches(default, "llamacpp"))
+    rows = []
+    for p in PROFILES:
+        if p.based_on == LLAMACPP and p.template_choice == "tool_use_with_tools":
+            continue  # a host that does what llama.cpp does: named on llama.cpp's row
+        row = _row(p, facts, names, prediction)
+        rows.append(_with_parser(row, p, facts))
     return RuntimeView(tuple(rows), prediction, bool(reaches(tool_use)))
 
 
-def _llamacpp_row(facts: Mapping[str, TemplateFacts], texts: Mapping[str, str]) -> RuntimeRow:
-    from gguftpl.engines.llamacpp_choice import choose_template, loaded_templates
+def _row(
+    p: RuntimeProfile, facts: Mapping[str, TemplateFacts], texts: Mapping[str, str], prediction: OllamaPrediction
+) -> RuntimeRow:
+    from gguftpl.runtimes import rowverdicts
 
-    loaded = loaded_templates(dict(texts))
-    refused = ""
-    tool_use = facts.get("tool_use")
-    if tool_use is not None and tool_use.llamacpp_load_error:
-        loaded.pop("tool_use", None)  # llama.cpp drops a tool_use it cannot parse, silently
-        refused = f"llama.cpp cannot load tool_use ({tool_use.llamacpp_load_error}) and drops it; "
-    choice = choose_template(loaded, tools=True)
-    if choice.fallback:
-        return RuntimeRow(
-            LLAMACPP,
-            "fallback",
-            False,
-            refused + "the file has no default template: llama.cpp renders its built-in ChatML, which never "
-            "reads tools",
+    if p.template_choice == "tool_use_with_tools":
+        return rowverdicts.llamacpp_row(p, facts, texts)
+    if p.template_choice == "ollama":
+        return rowverdicts.ollama_row(p, facts, prediction)
+    if p.template_choice == "named_list" and "tool_use" in facts:
+        return rowverdicts.template_row(
+            p, facts["tool_use"], "tool_use", "takes tool_use by name when tools are passed"
         )
-    t = facts.get(choice.name)
-    if choice.name == "default" and t is not None and t.llamacpp_load_error:
-        return RuntimeRow(LLAMACPP, "default", None, f"llama.cpp refuses to load the default ({t.llamacpp_load_error})")
-    how = "switches to tool_use when tools are passed" if choice.name == "tool_use" else "renders the default"
-    if choice.name == "default" and not refused:
-        how += " (the file has no tool_use)"
-    return RuntimeRow(LLAMACPP, choice.name, reaches(t), f"{refused}{how}, which {_verdict(t)}")
+    default = facts.get("default")
+    if default is None:
+        return rowverdicts.no_default_row(p)
+    return rowverdicts.template_row(p, default, "default", "reads only tokenizer.chat_template")
 
 
-def _default_only_row(default: TemplateFacts | None, has_default: bool) -> RuntimeRow:
-    if not has_default:
-        return RuntimeRow(
-            DEFAULT_ONLY,
-            "none",
-            None,
-            f"{_WHO} read only tokenizer.chat_template, which the file lacks: each falls back to a format of its own",
-            DEFAULT_ONLY_RUNTIMES,
-        )
-    return RuntimeRow(
-        DEFAULT_ONLY,
-        "default",
-        reaches(default),
-        f"{_WHO} read only tokenizer.chat_template, which {_verdict(default)}",
-        DEFAULT_ONLY_RUNTIMES,
-    )
+def _engine_reaches(t: TemplateFacts | None, engine_id: str) -> bool | None:
+    if t is None:
+        return None
+    e = t.engine(engine_id)
+    if e is not None and e.tools_in_prompt is not None:
+        return e.tools_in_prompt
+    return False if t.tools_static is False else None
+
+
+def _with_parser(row: RuntimeRow, p: RuntimeProfile, facts: Mapping[str, TemplateFacts]) -> RuntimeRow:
+    """Does the runtime's parser take a call in the dialect of the template it renders?"""
+    from dataclasses import replace
+
+    t = facts.get("tool_use" if row.template == "tool_use" else "default")
+    if t is None or t.dialect in ("none", "unknown"):
+        return row
+    if p.parser_follows_template:
+        return replace(row, parser_takes_dialect=True)
+    dialects = set(p.parser_dialects) | {d for _, d in p.parser_names if d}
+    return replace(row, parser_takes_dialect=t.dialect in dialects if dialects else None)
+
+
+def engine_facts(t: TemplateFacts, engine_id: str) -> EngineFacts | None:
+    """``t``'s facts from ``engine_id`` (re-exported for the row verdicts)."""
+    return t.engine(engine_id)

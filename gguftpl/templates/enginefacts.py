@@ -55,9 +55,21 @@ def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, 
     available = registry.availability(engine_id)
     if not available.installed:
         return EngineFacts(engine_id, installed=False, unknown=available.unknown_reason())
+    curated = ""
+    if engine_id == "ollama":
+        # Ollama's Go engine renders not this Jinja text but the curated template ``ollama create`` puts in its
+        # place (gguftpl.engines.ollama_registry: its registry and Levenshtein match); no match: nothing to render
+        from gguftpl.engines import ollama_registry as ollama
+
+        found = ollama.nearest(text)
+        if found is None:
+            return EngineFacts(engine_id, version=available.version)
+        curated, text = found[0], ollama.curated(found[0]).text
     err = engine.load(text)
     if err is not None:
-        return EngineFacts(engine_id, version=available.version, load_error=err.message, load_line=err.line)
+        return EngineFacts(
+            engine_id, version=available.version, load_error=err.message, load_line=err.line, template=curated
+        )
     variables = {**specials, "bos_token": bos, "eos_token": eos}
     shapes = {name: (msgs, tools, agp) for name, msgs, tools, agp in probes.engine_probes()}
     requests = [RenderRequest(shapes[p][0], shapes[p][1], shapes[p][2], variables) for p in ASKED_PROBES]

@@ -158,6 +158,11 @@ class EngineFacts:
     tools_in_prompt: bool | None = None
     """The canary tool's name and parameter reach this engine's prompt for the tools request
     (``templates.verdicts.engine_tools_verdict``); None when it did not render it."""
+    template: str = ""
+    """What it rendered when that is not the template itself: Ollama's curated Go template (``chatml``) that
+    ``ollama create`` puts in place of this default."""
+    reads_tools: bool | None = None
+    """Ollama: the Go template reads ``.Tools`` (``Template.Vars()``), which is Ollama's tools capability test."""
 
     def text(self, probe: str) -> str | None:
         r = self.renders.get(probe)

@@ -40,7 +40,7 @@ _LLAMACPP_ENGINE = Sourced(
 
 LLAMA_CPP = RuntimeProfile(
     id="llama.cpp",
-    name="llama.cpp llama-server",
+    name="llama.cpp",
     version="b9821 (ochafik/llama.cpp mirror @050ee92d); issue evidence to b10423",
     based_on=None,
     hosts=("Jan", "llamafile 0.10", "LocalAI (GGUF without a YAML template)", "Ollama native mode"),
@@ -110,7 +110,7 @@ JAN = RuntimeProfile(
 
 GOOSE = RuntimeProfile(
     id="goose",
-    name="Goose (built-in local inference)",
+    name="Goose",
     version="aaif-goose/goose local_inference @3c2f1968/@f631b534/@9e8c7954; llama-cpp-2 0.1.145 (PR #9111)",
     based_on="llama.cpp",
     hosts=(),

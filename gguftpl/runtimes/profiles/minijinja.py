@@ -12,7 +12,7 @@ _DYN_PARSERS = "ai-dynamo/dynamo lib/parsers/src/tool_calling/parsers.rs@ecd2979
 
 TGI = RuntimeProfile(
     id="tgi",
-    name="Hugging Face TGI",
+    name="TGI",
     version="v3.3.7+ @db931fcf (2026-01-08, maintenance mode); minijinja 2.8.0",
     based_on=None,
     hosts=(),
@@ -152,7 +152,7 @@ DYNAMO_PARSERS: tuple[tuple[str, str | None], ...] = (
 
 DYNAMO = RuntimeProfile(
     id="dynamo",
-    name="NVIDIA Dynamo",
+    name="Dynamo",
     version="template/formatters.rs @533b5042, oai.rs @6964d34f, tokcfg.rs @4c42d740 (index; release not known)",
     based_on=None,
     hosts=(),

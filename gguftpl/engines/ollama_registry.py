@@ -90,7 +90,7 @@ class OllamaPrediction:
 def _read(name: str) -> str:
     from importlib.resources import files
 
-    return (files("gguftpl.runtimes") / _DATA / name).read_text(encoding="utf-8")
+    return (files("gguftpl.engines") / _DATA / name).read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)

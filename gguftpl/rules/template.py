@@ -344,7 +344,8 @@ RUNTIME_ENGINE_ERROR = register(
         "runtime-engine-error",
         Severity.WARNING,
         "A runtime's own template engine cannot render the template it uses for a request with tools.",
-        why="Runtimes do not share one Jinja engine: LM Studio renders with a JavaScript engine (`@huggingface/jinja`), "
+        why="Runtimes do not share one Jinja engine: LM Studio renders with a JavaScript engine "
+        "(`@huggingface/jinja`), "
         "TGI, mistral.rs and Dynamo with minijinja (each configured its own way), vLLM and SGLang with transformers' "
         "jinja2, llama.cpp with its own C++ engine. A construct one engine accepts (`tojson(ensure_ascii=False)`, "
         "the `~` operator, tuple unpacking in a loop, a filter on a mapping) makes another raise, and that "

@@ -177,9 +177,14 @@ class AuditOptions:
     ignore: tuple[str, ...] = ()
     engine: str = "hf"
     strict: bool = False
+    runtimes: tuple[str, ...] | None = None
+    """Judge only these runtimes (profile ids or names: ``lmstudio``, ``vLLM``, ...): their engines are asked,
+    the runtime view shows only them, and findings about other runtimes are left out (``audit --runtime``)."""
 
     def __post_init__(self) -> None:
         _check_engine(self.engine)
+        if self.runtimes is not None:
+            object.__setattr__(self, "runtimes", runtime_ids(self.runtimes))
         for name in ("select", "ignore"):  # a plain string or any iterable becomes a tuple of selectors
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
@@ -190,6 +195,63 @@ class AuditOptions:
     def keep(self) -> RuleFilter:
         """The rule filter of ``select`` and ``ignore``."""
         return RuleFilter(self.select, self.ignore)
+
+
+def runtime_ids(names: Iterable[str] | str) -> tuple[str, ...]:
+    """Profile ids for ``names`` (ids or display names, any case, comma-separated or one per item); an unknown
+    one is a usage error naming the known ones."""
+    from gguftpl.runtimes.profiles import PROFILES
+
+    by_name = {k.lower(): p.id for p in PROFILES for k in (p.id, p.name)}
+    out: list[str] = []
+    items = [names] if isinstance(names, str) else list(names)
+    for name in (part.strip() for item in items for part in item.split(",") if part.strip()):
+        found = by_name.get(name.lower())
+        if found is None:
+            raise UsageError(f"unknown runtime {name!r} (one of: {', '.join(p.id for p in PROFILES)})")
+        if found not in out:
+            out.append(found)
+    if not out:
+        raise UsageError("--runtime names no runtime")
+    return tuple(out)
+
+
+def runtime_engines(ids: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The other engines the runtimes ``ids`` render with (None: every one)."""
+    if ids is None:
+        return None
+    from gguftpl.engines.registry import OTHER_ENGINES
+    from gguftpl.runtimes.profiles import profile
+
+    wanted = {e for i in ids for e in (profile(i).engine, *profile(i).also_engines)}
+    return tuple(e for e in OTHER_ENGINES if e in wanted)
+
+
+_RUNTIME_OF_RANGE = {"GT6": ("llama.cpp", "goose", "jan"), "GT7": ("ollama",)}
+"""Rule ranges about one runtime: llama.cpp's own findings (verify stages, load), Ollama's."""
+
+
+def for_runtimes(findings: list[Finding], view: Any, ids: Sequence[str]) -> list[Finding]:
+    """The findings that concern the runtimes ``ids``: those naming one of them, those of a rule range about
+    one of them, the tools findings of a template one of them renders a tools request with and loses the
+    schemas, and every finding about the file or template itself (it breaks them all)."""
+    rows = [r for r in view.rows if r.id in ids]
+    names = {r.name for r in rows} | set(ids)
+    losing = {r.template for r in rows if r.tools_reach_prompt is not True}
+    kept = []
+    for f in findings:
+        named = f.extra.get("runtimes") or ([f.extra["runtime"]] if f.extra.get("runtime") else None)
+        about = _RUNTIME_OF_RANGE.get(f.code[:3])
+        if named is not None:
+            if not names.intersection(named):
+                continue
+        elif about is not None:
+            if not set(about).intersection(ids):
+                continue
+        elif f.code.startswith("GT2") and f.template is not None and f.template not in losing:
+            continue
+        kept.append(f)
+    return kept
 
 
 # --- the audit ----------------------------------------------------------------------------------------
@@ -222,6 +284,7 @@ def audit_header(
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
     try:
+        cache.engines = runtime_engines(options.runtimes)
         loaded, audit.cached = cache.load(header, options.engine)
         audit.upstream_repo, audit.upstream_how = loaded.upstream_repo, loaded.upstream_how
         audit.templates = list(loaded.facts.templates)
@@ -237,6 +300,9 @@ def audit_header(
         )
         audit.findings = run_checks(ctx, keep)
         audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
+        if options.runtimes is not None:
+            audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
+            audit.runtimes = audit.runtimes.only(options.runtimes)
     except UsageError:
         raise
     except Exception as exc:

@@ -73,7 +73,7 @@ class AnalysisCache:
             return ()
         from gguftpl.engines import registry
 
-        wanted = registry.OTHER_JINJA_ENGINES if self.engines is None else self.engines
+        wanted = registry.OTHER_ENGINES if self.engines is None else self.engines
         out = []
         for eid in wanted:
             available = registry.availability(eid)

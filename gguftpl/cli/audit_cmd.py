@@ -101,6 +101,15 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
     "itself (gguftpl verify's stages as GT6xx findings; needs xllamacpp).",
 )
 @click.option(
+    "--runtime",
+    "runtimes",
+    multiple=True,
+    metavar="NAME",
+    help="Judge only these runtimes (llama.cpp, goose, jan, lmstudio, vllm, sglang, tgi, mistral.rs, dynamo, "
+    "ollama; comma-separated or repeated): only their engines are asked, the runtime view shows them, and the "
+    "exit code comes from findings that concern them.",
+)
+@click.option(
     "--no-cache",
     is_flag=True,
     help="Analyse every template afresh instead of reusing facts kept in the cache folder "
@@ -124,6 +133,7 @@ def command(
     no_upstream: bool = False,
     engine: str = "hf",
     no_cache: bool = False,
+    runtimes: tuple[str, ...] = (),
 ) -> None:
     """Audit the chat templates of GGUF files.
 
@@ -155,7 +165,9 @@ def command(
     from gguftpl.report import get_formatter, write_atomic
 
     debug = bool(ctx.obj and ctx.obj.get("debug"))
-    options = AuditOptions(select=select, ignore=ignore, engine=engine, strict=debug)
+    options = AuditOptions(
+        select=select, ignore=ignore, engine=engine, strict=debug, runtimes=runtimes if runtimes else None
+    )
     cache = AnalysisCache() if no_cache else AnalysisCache.on_disk()
     colored = use_color(color, output) if fmt == "text" else False
     formatter = get_formatter(fmt, **({"color": colored} if fmt == "text" else {}))

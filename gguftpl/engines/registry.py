@@ -34,6 +34,9 @@ OTHER_JINJA_ENGINES = tuple(e for e in JINJA_ENGINES if e not in ("transformers"
 """The Jinja engines :func:`gguftpl.templates.enginefacts.ask_engines` asks (the facts gather transformers' and
 llama.cpp's renders themselves)."""
 
+OTHER_ENGINES = (*OTHER_JINJA_ENGINES, "ollama")
+"""Every engine the facts ask beside transformers and llama.cpp (Ollama's on its curated Go template)."""
+
 _LOCK = threading.Lock()
 
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "diff": "diff_cmd",
     "render": "render_cmd",
     "verify": "verify_cmd",
+    "engines": "engines_cmd",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

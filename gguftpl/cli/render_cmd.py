@@ -31,10 +31,25 @@ from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options,
 @click.option("--no-tools", is_flag=True, help="Render without tools (default tools: samples/tools.json).")
 @click.option(
     "--engine",
-    type=click.Choice(["hf", "llamacpp"]),
+    type=click.Choice(
+        [
+            "hf",
+            "transformers",
+            "llamacpp",
+            "hfjs",
+            "minijinja",
+            "minijinja/tgi",
+            "minijinja/mistralrs",
+            "minijinja/dynamo",
+            "ollama",
+        ]
+    ),
     default="hf",
     show_default=True,
-    help="hf: transformers semantics; llamacpp: llama.cpp's own engine (needs xllamacpp).",
+    help="hf (= transformers): transformers' jinja2, as vLLM and SGLang render; llamacpp: llama.cpp's own engine "
+    "(needs xllamacpp); hfjs: @huggingface/jinja, LM Studio's engine; minijinja/tgi|mistralrs|dynamo: minijinja "
+    "as that runtime configures it (minijinja = minijinja/tgi); ollama: Go text/template on the curated template "
+    "Ollama puts in place of the default. `gguftpl engines` lists what is installed.",
 )
 @click.option("--load-weights", is_flag=True, help="llamacpp engine: load the real file instead of a stand-in.")
 @click.option(

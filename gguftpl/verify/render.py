@@ -46,7 +46,9 @@ DEFAULT_TOOLS: list[dict[str, Any]] = [
 ]
 """The sample tool (``samples/tools.json``)."""
 
-ENGINES = ("hf", "llamacpp")
+ENGINES = ("hf", "llamacpp", "hfjs", "minijinja/tgi", "minijinja/mistralrs", "minijinja/dynamo", "ollama")
+ENGINE_ALIASES = {"transformers": "hf", "minijinja": "minijinja/tgi"}
+"""``transformers`` is ``hf``; plain ``minijinja`` is stock minijinja as TGI sets it up."""
 
 
 def load_messages_file(path: str | os.PathLike[str]) -> list[Message]:
@@ -142,6 +144,7 @@ def render_prompt(
     from gguftpl.gguf.templateset import load_templateset
     from gguftpl.verify.preflight import check_regular
 
+    engine = ENGINE_ALIASES.get(engine, engine)
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
     path = os.fspath(path)
@@ -154,8 +157,10 @@ def render_prompt(
     tset = load_templateset(read_header(path))
     if engine == "hf":
         prompt, used, notes = _render_hf(path, tset, req, template)
-    else:
+    elif engine == "llamacpp":
         prompt, used, notes = _render_llamacpp(path, tset, req, template, load_weights)
+    else:
+        prompt, used, notes = _render_engine(path, tset, req, template, engine)
     return RenderResult(prompt, engine, used, req.tools, locate_tools(prompt, req.tools) if req.tools else [], notes)
 
 
@@ -214,3 +219,46 @@ def _render_llamacpp(
         if req.tools and not s.caps.get("supports_tools"):
             notes.append("llama.cpp's capability probe: supports_tools=false (it drops the tools)")
     return prompt, used, notes
+
+
+def _render_engine(
+    path: str, tset: Any, req: _Request, template: str | None, engine_id: str
+) -> tuple[str, str, list[str]]:
+    """Another runtime's engine (:mod:`gguftpl.engines.registry`) on the template that runtime reads: the default
+    (or ``template``); Ollama's engine on the curated Go template ``ollama create`` puts in its place."""
+    from gguftpl.engines import registry
+    from gguftpl.engines.base import RenderRequest
+    from gguftpl.gguf.templateset import special_token_text, template_special_tokens
+
+    available = registry.availability(engine_id)
+    if not available.installed:
+        raise TemplateError(available.unknown_reason())
+    texts = {n: t.text for n, t in tset.templates.items()}
+    name = template or "default"
+    if name not in texts:
+        have = ", ".join(sorted(texts)) or "none"
+        raise TemplateError(f"{path} has no {name} template for {engine_id} to render (has: {have})")
+    text, notes = texts[name], [f"{engine_id}: {available.version}"]
+    if engine_id == "ollama":
+        from gguftpl.engines import ollama_registry
+
+        found = ollama_registry.nearest(text)
+        if found is None:
+            raise TemplateError(
+                f"no Ollama registry template is near the {name} template: Ollama renders the GGUF's own Jinja "
+                "through its bundled llama-server (see it with --engine llamacpp)"
+            )
+        text = ollama_registry.curated(found[0]).text
+        name = f"{found[0]} (Ollama's curated Go template)"
+        notes.append(f"ollama create replaces the default with {found[0]}.gotmpl (Levenshtein distance {found[1]})")
+    variables = {
+        **template_special_tokens(tset),
+        "bos_token": special_token_text(tset, "bos"),
+        "eos_token": special_token_text(tset, "eos"),
+    }
+    request = RenderRequest(req.messages, req.tools or None, req.add_generation_prompt, variables)
+    (out,) = registry.get(engine_id).render(text, [request])
+    if out.error is not None:
+        line = f" (template line {out.error.line})" if out.error.line else ""
+        raise TemplateError(f"{engine_id} cannot render the {name} template: {out.error.message}{line}")
+    return str(out.text), name, notes

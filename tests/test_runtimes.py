@@ -11,7 +11,10 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.engines import ollama_registry as ollama
-from gguftpl.runtimes.view import DEFAULT_ONLY, LLAMACPP, OLLAMA
+from gguftpl.runtimes.view import LLAMACPP, OLLAMA
+
+RUNTIME_ROWS = ["llama.cpp", "Goose", "LM Studio", "vLLM", "SGLang", "TGI", "mistral.rs", "Dynamo", "Ollama"]
+"""One row per runtime profile (Jan does what llama.cpp does: it is named on llama.cpp's row)."""
 from tests.conftest import CHATML, ROOT, SAMPLES
 
 CHATML_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
@@ -108,28 +111,34 @@ def test_a_template_that_only_mentions_tools_is_advertised_and_flagged(make_gguf
 def test_audit_of_the_chatml_sample_names_ollamas_chatml_and_the_default_only_runtimes() -> None:
     fd = _audit_json(CHATML_SAMPLE)["files"][0]
     rows = _rows(fd)
-    assert list(rows) == [LLAMACPP, DEFAULT_ONLY, OLLAMA]
+    assert list(rows) == RUNTIME_ROWS
     assert rows[LLAMACPP]["template"] == "default" and rows[LLAMACPP]["tools_reach_prompt"] is False
-    assert rows[DEFAULT_ONLY]["examples"] == ["LM Studio", "vLLM", "other OpenAI-compatible servers"]
-    assert rows[DEFAULT_ONLY]["tools_reach_prompt"] is False
+    assert rows[LLAMACPP]["examples"] == ["Jan"] and rows[LLAMACPP]["engine"] == "llamacpp"
+    for name in ("vLLM", "SGLang"):  # jinja2 renders the ChatML default, which never reads tools
+        assert rows[name]["template"] == "default" and rows[name]["tools_reach_prompt"] is False
+        assert rows[name]["engine"] == "transformers" and rows[name]["outcome"] == "dropped"
+    # LM Studio writes its own tool prompt when the template ignores tools (when its engine is installed)
+    assert rows["LM Studio"]["engine"] == "hfjs" and rows["LM Studio"]["outcome"] in ("injected", "unknown")
     ol = rows[OLLAMA]
-    assert ol["template"].startswith("chatml") and ol["tools_reach_prompt"] is False
+    assert ol["template"].startswith("chatml") and ol["tools_reach_prompt"] in (False, None)
     assert ol["ollama"]["curated_template"] == "chatml" and ol["ollama"]["distance"] == 0
     assert ol["ollama"]["commit"] == ollama.OLLAMA_COMMIT
     assert "GT701" not in {f["code"] for f in fd["findings"]}  # nothing of the file's is lost there: the view says it
     assert "Levenshtein distance 0 to its 'chatml' entry" in ol["reason"] and "never reads .Tools" in ol["reason"]
     text = CliRunner().invoke(main_group, ["audit", "--exit-zero", str(CHATML_SAMPLE)]).stdout
-    assert "runtimes, for a request with tools:" in text
-    assert "LM Studio, vLLM and other OpenAI-compatible servers" in text and "chatml (Ollama's curated" in text
+    assert "runtimes, for a request with tools (each judged by its own engine):" in text
+    assert "LM Studio" in text and "vLLM" in text and "chatml (Ollama's curated" in text
 
 
 def test_gt205_names_the_runtimes_that_drop_the_tools_and_suggests_tools_in_default() -> None:
     fd = _audit_json(UPSTREAM_SAMPLE)["files"][0]
     (gt205,) = [f for f in fd["findings"] if f["code"] == "GT205"]
     assert "fine for llama.cpp" in gt205["message"]
-    assert "LM Studio, vLLM, other OpenAI-compatible servers" in gt205["message"]
-    assert "Ollama (it renders its curated 'chatml' template)" in gt205["message"]
-    assert gt205["extra"]["runtimes_dropping_tools"] == [DEFAULT_ONLY, OLLAMA]
+    assert "vLLM" in gt205["message"] and "SGLang" in gt205["message"]
+    dropping = gt205["extra"]["runtimes_dropping_tools"]
+    assert {"vLLM", "SGLang"} <= set(dropping) and "llama.cpp" not in dropping and "LM Studio" not in dropping
+    if _rows(fd)[OLLAMA]["tools_reach_prompt"] is False:  # decided by Ollama's Go engine when it is installed
+        assert "Ollama (it renders its curated 'chatml' template)" in gt205["message"] and OLLAMA in dropping
     assert "--tools-in-default" in gt205["fix"] and "Ollama: chatml" in gt205["evidence"]
     assert _rows(fd)[LLAMACPP]["template"] == "tool_use" and _rows(fd)[LLAMACPP]["tools_reach_prompt"] is True
     (gt701,) = [f for f in fd["findings"] if f["code"] == "GT701"]
@@ -140,14 +149,15 @@ def test_a_file_without_templates_falls_back_in_llamacpp(make_gguf) -> None:
     fd = _audit_json(make_gguf("bare.gguf", templates={}))["files"][0]
     rows = _rows(fd)
     assert rows[LLAMACPP]["template"] == "fallback" and rows[LLAMACPP]["tools_reach_prompt"] is False
-    assert rows[DEFAULT_ONLY]["template"] == "none" and rows[OLLAMA]["template"] == "none"
+    assert rows["vLLM"]["template"] == "none" and rows["LM Studio"]["template"] == "none"
+    assert rows[OLLAMA]["template"] == "none"
 
 
 def test_sarif_carries_the_view_per_file() -> None:
     res = CliRunner().invoke(main_group, ["audit", "--format", "sarif", "--exit-zero", str(CHATML_SAMPLE)])
     props = json.loads(res.stdout)["runs"][0]["properties"]
     (rows,) = props["runtimes"].values()
-    assert [r["name"] for r in rows] == [LLAMACPP, DEFAULT_ONLY, OLLAMA]
+    assert [r["name"] for r in rows] == RUNTIME_ROWS
 
 
 def test_the_view_is_computed_once_per_file(monkeypatch: pytest.MonkeyPatch) -> None:

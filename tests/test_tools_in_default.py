@@ -15,7 +15,7 @@ from gguftpl.engines.transformers import render_hf
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.templateset import load_templateset, special_token_text
 from gguftpl.runtimes import toolsdefault
-from gguftpl.runtimes.view import DEFAULT_ONLY, LLAMACPP, OLLAMA
+from gguftpl.runtimes.view import LLAMACPP, OLLAMA
 from gguftpl.templates import probes
 from tests.conftest import CHATML, SAMPLES
 
@@ -101,7 +101,7 @@ def test_audit_of_b_has_no_gt205_no_error_and_no_ollama_finding(a_and_b: tuple[P
     assert default["tools_in_prompt"] is True
     rows = {r["name"]: r for r in fd["runtimes"]}
     assert all(r["tools_reach_prompt"] is True for r in rows.values())
-    assert rows[LLAMACPP]["template"] == "tool_use" and rows[DEFAULT_ONLY]["template"] == "default"
+    assert rows[LLAMACPP]["template"] == "tool_use" and rows["LM Studio"]["template"] == "default"
     assert rows[OLLAMA]["template"] == "default" and rows[OLLAMA]["ollama"]["curated_template"] is None
 
 

@@ -22,6 +22,7 @@ from gguftpl.engines.minijinja import MinijinjaEngine, engine, engines, get_work
 from gguftpl.engines.minijinja_profiles import (
     CONFIGS,
     TGI_DEFAULT_TOOL_PROMPT,
+    TOJSON_BUILTIN,
     tgi_tool_prompt_applied,
     tgi_tools,
 )
@@ -78,6 +79,9 @@ def test_each_configuration_is_an_engine_with_its_sources(config_id: str) -> Non
     binding = available.version.split()[1]
     # a runtime that pins another minijinja says so, since behaviour may differ
     assert (eng.config.minijinja_version in available.detail) == (binding != eng.config.minijinja_version)
+    # the builtin tojson's change of separators concerns only runtimes that keep the builtin
+    if binding.startswith("3.") and eng.config.minijinja_version.startswith("2."):
+        assert ("builtin tojson" in available.detail) == (eng.config.tojson == TOJSON_BUILTIN)
 
 
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))

@@ -41,9 +41,11 @@ from gguftpl.engines.base import (
 )
 from gguftpl.engines.minijinja_profiles import (
     CONFIGS,
+    TOJSON_BUILTIN,
     TOOLS_EMPTY,
     TOOLS_NONE,
     MinijinjaConfig,
+    version_differences,
 )
 from gguftpl.worker import Op, Outcome, Worker, WorkerSpec, shared
 
@@ -124,9 +126,12 @@ class MinijinjaEngine:
             return Availability(self.name, False, install_hint=INSTALL_HINT, detail="the minijinja binding is missing")
         detail = ""
         if version != self.config.minijinja_version:
+            builtin = self.config.tojson == TOJSON_BUILTIN
+            known = version_differences(self.config.minijinja_version, version, builtin)
             detail = (
                 f"{self.config.runtime} pins minijinja {self.config.minijinja_version}; rendered with the binding's "
                 f"{version}, so behaviour that changed between them may differ"
+                + (f" (known: {'; '.join(known)})" if known else "")
             )
         return Availability(self.name, True, f"minijinja {version}", INSTALL_HINT, detail)
 
@@ -189,8 +194,9 @@ class MinijinjaEngine:
         for name, value in given.items():
             if cfg.forwarded_variables is None or name in cfg.forwarded_variables:
                 out[name] = value
-        if cfg.id == "mistralrs" and "reasoning_effort" in out:
-            out["reasoning_strength"] = out["reasoning_effort"]  # passed under both names
+        for given_name, also in cfg.variable_aliases:
+            if given_name in out:
+                out[also] = out[given_name]
         return out
 
     def _item(self, source: str, request: RenderRequest) -> dict[str, Any]:

@@ -16,7 +16,9 @@ names the file and commit it was read at (``sources``). The facts were read on 2
 What the engine cannot reproduce with the Python binding (minijinja 3.0.5, always ``preserve_order``): maps a
 template builds itself keep insertion order even for runtimes without ``preserve_order`` (the maps a runtime
 passes in are sorted here, as its serde conversion sorts them); behaviour that changed between the runtime's
-pinned minijinja and the binding (negative slices exist only from 2.10.0, so TGI rewrites ``[::-1]``).
+pinned minijinja and the binding (:data:`VERSION_CHANGES`: booleans print ``True`` from 2.22, the builtin ``tojson``
+puts spaces after ``,`` and ``:`` from 3.0). Those change prompt bytes, not whether a template renders or reads the
+tools; the engine's availability lists the ones that apply.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class MinijinjaConfig:
     """mistral.rs passes ``date_string`` (UTC now in this strftime format)."""
     tools_aliases: tuple[str, ...] = ()
     """Other names the tools are passed under as well (mistral.rs: ``xml_tools`` for SmolLM3)."""
+    variable_aliases: tuple[tuple[str, str], ...] = ()
+    """(given, also) pairs: a request variable the runtime passes under a second name too."""
     builtin_tool_names: tuple[str, ...] = ()
     """mistral.rs passes ``builtin_tools``: the names of the request's tools found in this list."""
     sources: tuple[str, ...] = field(default_factory=tuple)
@@ -208,6 +212,7 @@ MISTRALRS = MinijinjaConfig(
     empty_tools_absent=True,
     date_string_format="%d, %B, %Y",
     tools_aliases=("xml_tools",),
+    variable_aliases=(("reasoning_effort", "reasoning_strength"),),
     builtin_tool_names=("browser", "python", "code_interpreter", "web_search", "brave_search", "wolfram_alpha"),
     sources=(
         f"{_MRS}: apply_chat_template_to: pycompat, set_lstrip_blocks(true), set_trim_blocks(true), rewrites "
@@ -313,6 +318,33 @@ NOBODYWHO = MinijinjaConfig(
         f"{_NOBODY}: what tools are when absent was not read; none is assumed",
     ),
 )
+
+VERSION_CHANGES: tuple[tuple[str, str, bool], ...] = (
+    ("2.10.0", "negative slices such as [::-1] exist from 2.10.0 (PR #781)", False),
+    ("2.22.0", "none, true and false print as None, True and False from 2.22.0 (before: none, true, false)", False),
+    ("2.24.0", "string repetition is capped at 100 MB from 2.24.0", False),
+    ("3.0.0", "the builtin tojson writes ', ' and ': ' separators from 3.0 (before: compact)", True),
+    ("3.0.0", "printed lists and maps quote strings Python-style from 3.0", False),
+)
+"""Behaviour that differs between a runtime's pinned minijinja and the binding, by the release that changed it
+(and whether only the builtin ``tojson`` is concerned): CHANGELOG.md of mitsuhiko/minijinja @eb17be57, and
+``filters.rs`` at tag 2.8.0 for the old ``tojson`` (``serde_json::to_string``)."""
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:3])
+
+
+def version_differences(pinned: str, binding: str, builtin_tojson: bool = True) -> list[str]:
+    """The known changes between minijinja ``pinned`` (the runtime's) and ``binding`` (what renders here); a
+    runtime with its own ``tojson`` is not concerned by the builtin's."""
+    low, high = sorted((_version_key(pinned), _version_key(binding)))
+    return [
+        why
+        for release, why, tojson_only in VERSION_CHANGES
+        if low < _version_key(release) <= high and (builtin_tojson or not tojson_only)
+    ]
+
 
 CONFIGS: dict[str, MinijinjaConfig] = {c.id: c for c in (TGI, MISTRALRS, DYNAMO, CANDLE_VLLM, NOBODYWHO)}
 """Every runtime's configuration, by id."""

@@ -315,7 +315,9 @@ NOBODYWHO = MinijinjaConfig(
         "strftime_now = chrono Local, pycompat; rewrite_generation_tags ({% generation %} -> {% if true %}); "
         "template_from_str (name <string>)",
         "nobodywho-ooo/nobodywho nobodywho/Cargo.lock@7a19e352: minijinja 2.22.0 (no indexmap: no preserve_order)",
-        f"{_NOBODY}: what tools are when absent was not read; none is assumed",
+        f"{_NOBODY}: render_unhandled: context {{messages, add_generation_prompt (last message user or tool), "
+        "bos_token, eos_token, tools = from_serialize(Option<Vec<Tool>>) (none when absent), template_variables "
+        "(booleans) merged}}",
     ),
 )
 

@@ -176,7 +176,11 @@ def literal(value: Any, sort_keys: bool) -> str:
 def prelude(variables: Mapping[str, Any], sort_keys: bool) -> str:
     """Set tags that define ``variables`` natively. ``+%}`` keeps trim_blocks from eating the template's own first
     newline; there is no newline of ours, so line numbers are the template's."""
-    return "".join(f"{{%+ set {name} = {literal(value, sort_keys)} +%}}" for name, value in variables.items())
+    return "".join(
+        f"{{%+ set {name} = {literal(value, sort_keys)} +%}}"
+        for name, value in variables.items()
+        if name.isidentifier()  # a Rust context could carry any key, but a template can only read identifiers
+    )
 
 
 def with_call_lines(template: str) -> str:

@@ -309,3 +309,28 @@ def test_worker_killed_mid_render_is_a_crash_and_the_next_render_works() -> None
 
 def test_every_engine_listed_once() -> None:
     assert sorted(e.name for e in engines()) == sorted(f"minijinja/{c}" for c in CONFIGS)
+
+
+@pytest.mark.parametrize("config_id", [c for c, cfg in sorted(CONFIGS.items()) if cfg.preserve_order])
+def test_native_values_render_as_the_bindings_own_context_does(config_id: str) -> None:
+    """The conversation set as literals on the template's first line renders byte for byte what the binding
+    renders from the same data passed as its context, for every real template and probe conversation (the
+    templates do not mutate their inputs, and these runtimes keep map order): the prelude shifts no line and no
+    whitespace."""
+    import minijinja
+
+    from gguftpl.engines import minijinja_render
+
+    eng = engine(config_id)
+    cfg = eng.config.to_dict()
+    env = minijinja_render.environment(cfg)
+    requests = [RenderRequest(m, t, agp, SPECIALS) for _, m, t, agp in probes.engine_probes()]
+    for path in TEMPLATES:
+        text = path.read_text(encoding="utf-8")
+        source = minijinja_render.compile_source(cfg, eng.config.rewrite(text))
+        for request, answer in zip(requests, eng.render(text, requests), strict=True):
+            try:
+                direct: str | None = env.render_str(source, cfg["template_name"], **eng.variables(request))
+            except (minijinja.TemplateError, minijinja_render.RuntimeTemplateError, AttributeError):
+                direct = None  # AttributeError: a Python list's own method reached (``content.replace``)
+            assert answer.text == direct, (path.name, answer.error)

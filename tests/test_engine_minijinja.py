@@ -183,6 +183,8 @@ def test_raise_exception_is_each_runtimes_error_at_the_calling_line() -> None:
     assert tgi.message == "syntax error: roles must alternate (in <string>:3)"
     mistral = _render_one(engine("mistralrs"), text).error
     assert mistral is not None and mistral.message == "invalid operation: roles must alternate (in chat_template:3)"
+    dynamo = _render_one(engine("dynamo"), text, _canary_request()).error  # with tools: its tool_use template
+    assert dynamo is not None and dynamo.message == "invalid operation: roles must alternate (in tool_use:3)"
     candle = _render_one(engine("candle-vllm"), text).error  # candle-vllm registers no raise_exception
     assert candle is not None and "raise_exception is unknown" in candle.message and candle.line == 3
 

@@ -200,8 +200,11 @@ class MinijinjaEngine:
         return out
 
     def _item(self, source: str, request: RenderRequest) -> dict[str, Any]:
+        config = self.config.to_dict()
+        if self.config.tools_template_name and request.tools:
+            config["template_name"] = self.config.tools_template_name  # the same text under its other name
         return {
-            "config": self.config.to_dict(),
+            "config": config,
             "template": source,
             "variables": self.variables(request),
             "fuel": self.fuel,

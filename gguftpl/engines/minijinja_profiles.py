@@ -98,6 +98,8 @@ class MinijinjaConfig:
     """``utc`` or ``local``; None when the runtime registers no ``strftime_now``."""
     length_none_is_zero: bool = False
     """Dynamo's ``length`` filter: none/undefined (and anything without a length) count 0 instead of an error."""
+    tools_template_name: str | None = None
+    """The name it renders under when the request has tools, if another (Dynamo: ``tool_use``)."""
     rewrites: tuple[Rewrite, ...] = ()
     forwarded_variables: tuple[str, ...] | None = None
     """Names of :attr:`RenderRequest.variables` the runtime passes to the template; None: all of them."""
@@ -232,6 +234,7 @@ DYNAMO = MinijinjaConfig(
     runtime_version="main (2026)",
     minijinja_version="2.24.0",
     template_name="default",
+    tools_template_name="tool_use",
     trim_blocks=True,
     lstrip_blocks=True,
     pycompat=True,

@@ -53,7 +53,7 @@ def _load(engine_id: str) -> Engine:
     module, attr = _ADAPTERS[engine_id]
     mod = importlib.import_module(module)
     if module.endswith(".minijinja"):
-        return mod.engine_for(attr)  # type: ignore[no-any-return]
+        return mod.engine(attr)  # type: ignore[no-any-return]
     return getattr(mod, attr)  # type: ignore[no-any-return]
 
 

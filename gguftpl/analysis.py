@@ -33,6 +33,7 @@ def analyze_template_text(
     key: str | None = None,
     llamacpp: bool = False,
     special_tokens: Mapping[str, str] | None = None,
+    engines: Sequence[str] = (),
 ) -> TemplateFacts:
     """The facts of one template text (see :func:`template_findings` for what is wrong with it); with
     ``llamacpp`` llama.cpp renders the probes too (when xllamacpp is installed) and decides the verdicts.
@@ -46,6 +47,7 @@ def analyze_template_text(
         key=key,
         ask_llamacpp=llamacpp,
         special_tokens=special_tokens,
+        engines=engines,
     )
 
 

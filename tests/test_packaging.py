@@ -57,8 +57,7 @@ def test_built_wheel_carries_the_catalog_and_an_installed_copy_finds_it(tmp_path
     assert catalog <= names and modules <= names
     assert {"gguftpl/upstream_templates/index.json", "gguftpl/upstream_templates/README.md"} <= catalog
     ollama = {
-        f"gguftpl/engines/ollama_templates/{n}"
-        for n in ("ollama-index.json", "chatml.gotmpl", "LICENSE", "SOURCES.md")
+        f"gguftpl/engines/ollama_templates/{n}" for n in ("ollama-index.json", "chatml.gotmpl", "LICENSE", "SOURCES.md")
     }
     assert ollama <= names  # Ollama's registry ships with its licence and provenance
     assert not [n for n in names if n.startswith("gguftpl/data/")]

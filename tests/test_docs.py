@@ -50,3 +50,12 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     result = namespace["result"]
     assert os.path.isfile(result.output) and result.output.startswith(str(tmp_path))
     assert namespace["check"].template == "tool_use"  # llama.cpp picks the restored tool_use for tools
+
+
+def test_readme_runtime_table_is_the_profiles_table():
+    """The README's runtime table is generated from the profiles, not written by hand: they cannot drift."""
+    from gguftpl.runtimes.profiles import profiles_table
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, end = text.index("<!-- profiles-table -->\n"), text.index("<!-- /profiles-table -->")
+    assert text[start + len("<!-- profiles-table -->\n") : end] == profiles_table()

@@ -235,7 +235,7 @@ def for_runtimes(findings: list[Finding], view: Any, ids: Sequence[str]) -> list
     """The findings that concern the runtimes ``ids``: those naming one of them, those of a rule range about
     one of them, the tools findings of a template one of them renders a tools request with and loses the
     schemas, and every finding about the file or template itself (it breaks them all)."""
-    rows = [r for r in view.rows if r.id in ids]
+    rows = list(view.only(ids).rows)
     names = {r.name for r in rows} | set(ids)
     losing = {r.template for r in rows if r.tools_reach_prompt is not True}
     kept = []

@@ -47,8 +47,14 @@ class RuntimeView:
     """The file has a ``tool_use`` template that puts the schemas in the prompt."""
 
     def row(self, name: str) -> RuntimeRow:
-        """The row of a runtime, by display name or profile id."""
-        return next(r for r in self.rows if name in (r.name, r.id))
+        """The row of a runtime, by display name or profile id (a host that does what llama.cpp does, such as
+        Jan, is llama.cpp's row)."""
+        found = next((r for r in self.rows if name in (r.name, r.id)), None)
+        if found is None:
+            from gguftpl.runtimes.profiles import profile
+
+            found = next(r for r in self.rows if profile(name).name in r.examples)
+        return found
 
     def dropping(self) -> list[RuntimeRow]:
         """The runtimes whose tools request loses the schemas (decided, not unknown): dropped or refused."""
@@ -60,7 +66,8 @@ class RuntimeView:
 
     def only(self, ids: Sequence[str]) -> RuntimeView:
         """The view restricted to these runtimes (``audit --runtime``)."""
-        return RuntimeView(tuple(r for r in self.rows if r.id in ids), self.ollama, self.tool_use_renders)
+        keep = {self.row(i).id for i in ids}
+        return RuntimeView(tuple(r for r in self.rows if r.id in keep), self.ollama, self.tool_use_renders)
 
     def to_list(self) -> list[dict[str, Any]]:
         out = [r.to_dict() for r in self.rows]

@@ -23,12 +23,14 @@ def command(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from gguftpl.engines.install import states
+    from gguftpl.runtimes.profiles import for_engine
 
     rows = states()
     w = max(len(s.engine) for s in rows)
     for s in rows:
         state = s.version if s.installed else f"not installed: {s.hint}" + (f" ({s.detail})" if s.detail else "")
-        echo(f"{s.engine:<{w}}  {', '.join(s.runtimes) or '-'}: {state}")
+        runtimes = ", ".join(p.name for p in for_engine(s.engine)) or "-"
+        echo(f"{s.engine:<{w}}  {runtimes}: {state}")
 
 
 @command.command("install")

@@ -22,8 +22,6 @@ class EngineState:
     engine: str
     installed: bool
     version: str
-    runtimes: tuple[str, ...]
-    """The runtimes that render with it (their display names)."""
     hint: str
     """How to install it, when it is not."""
     detail: str = ""
@@ -32,14 +30,12 @@ class EngineState:
 def states() -> list[EngineState]:
     """Every engine, installed or not (asked afresh)."""
     from gguftpl.engines import registry
-    from gguftpl.runtimes.profiles import for_engine
 
     registry.forget_availability()
     out = []
     for eid in registry.ENGINE_IDS:
         a = registry.availability(eid)
-        names = tuple(p.name for p in for_engine(eid))
-        out.append(EngineState(eid, a.installed, a.version, names, a.install_hint, a.detail))
+        out.append(EngineState(eid, a.installed, a.version, a.install_hint, a.detail))
     return out
 
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from gguftpl.cli import main_group
 from gguftpl.engines import ollama_registry as ollama
 from gguftpl.runtimes.view import LLAMACPP, OLLAMA
+from tests.conftest import CHATML, ROOT, SAMPLES
 
 RUNTIME_ROWS = ["llama.cpp", "Goose", "LM Studio", "vLLM", "SGLang", "TGI", "mistral.rs", "Dynamo", "Ollama"]
 """One row per runtime profile (Jan does what llama.cpp does: it is named on llama.cpp's row)."""
-from tests.conftest import CHATML, ROOT, SAMPLES
 
 CHATML_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
 UPSTREAM_SAMPLE = SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"

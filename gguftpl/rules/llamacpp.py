@@ -67,10 +67,13 @@ LLAMACPP_HF_MISMATCH = register(
         "GT604",
         "llamacpp-hf-prompt-mismatch",
         Severity.WARNING,
-        "llama.cpp and transformers (Hugging Face semantics) render different prompts for the same request.",
+        "Two engines render different prompts for the same request: llama.cpp (or another runtime's engine) and "
+        "transformers (Hugging Face semantics).",
         why="The model was trained and evaluated on transformers' rendering; llama.cpp's Jinja engine differs on "
         "some constructs (`|safe`, `tojson` escaping, generators, list mutation), or transformers cannot render "
-        "the template at all. Prompts then differ between runtimes.",
+        "the template at all. Prompts then differ between runtimes. The other runtimes' engines are compared too "
+        "(LM Studio's @huggingface/jinja, minijinja as TGI, mistral.rs and Dynamo set it up: TGI trims no "
+        "whitespace, for one); those differences are information, llama.cpp's a warning.",
         example="`tools | map('tojson')` joined by a template: transformers raises on the generator, llama.cpp "
         "renders it.",
         fix="Review the first difference shown by `gguftpl verify FILE`; prefer constructs both engines agree on.",
@@ -81,7 +84,25 @@ LLAMACPP_HF_MISMATCH = register(
 @check(LLAMACPP_HF_MISMATCH, "template")
 def engines_render_differently(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
     """The audit's own comparison: every probe both engines rendered, transformers given llama.cpp's variables."""
+    from gguftpl.runtimes.profiles import for_engine
+
     for d in t.engine_differences:
+        if d.engine != "llamacpp":
+            who = " and ".join(p.name for p in for_engine(d.engine)) or d.engine
+            yield ctx.finding(
+                LLAMACPP_HF_MISMATCH,
+                f"{d.engine} ({who}) and transformers render different prompts for the {d.probe} conversation, "
+                f"from character {d.at} (line {d.line}); around it {d.engine} {d.llama!r} vs transformers "
+                f"{d.transformers!r}",
+                t,
+                evidence=f"{d.engine}: {d.llama!r}\ntransformers: {d.transformers!r}",
+                severity=Severity.INFO,
+                probe=d.probe,
+                check="engine-agreement",
+                engine=d.engine,
+                runtimes=[p.name for p in for_engine(d.engine)],
+            )
+            continue
         yield ctx.finding(
             LLAMACPP_HF_MISMATCH,
             f"llama.cpp and transformers render different prompts for the {d.probe} conversation, from character "

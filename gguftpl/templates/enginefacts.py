@@ -9,11 +9,11 @@ verdict that needs it is "unknown", never another engine's answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.templates import probes
-from gguftpl.templates.facts import EngineFacts, EngineRender
+from gguftpl.templates.facts import EngineDifference, EngineFacts, EngineRender
 from gguftpl.templates.verdicts import engine_tools_verdict
 
 if TYPE_CHECKING:
@@ -117,3 +117,25 @@ def llamacpp_engine_facts(t: TemplateFacts) -> EngineFacts | None:
         renders=dict(llama.renders),
         tools_in_prompt=engine_tools_verdict(llama.renders.get(probes.TOOLS)),
     )
+
+
+def other_differences(
+    others: Mapping[str, EngineFacts], prompts: Mapping[str, str], strict: Collection[str]
+) -> tuple[EngineDifference, ...]:
+    """Where another engine's prompt differs from transformers' for the same conversation (both rendered, with the
+    same variables): what that runtime sends is not what the model was trained on."""
+    from gguftpl.templates.enginediff import difference_window, first_difference
+
+    out = []
+    for engine_id, e in others.items():
+        for probe in (probes.PLAIN, probes.TOOLS):
+            theirs, ours = e.text(probe), prompts.get(_PROMPT_KEYS[probe]) if probe in strict else None
+            if theirs is None or ours is None:
+                continue
+            at = first_difference(theirs, ours)
+            if at is not None:
+                window = (difference_window(theirs, at), difference_window(ours, at))
+                line = theirs.count("\n", 0, at) + 1
+                out.append(EngineDifference(probe, at, line, window[0], window[1], (), engine_id))
+                break  # one difference per engine is enough to say they differ
+    return tuple(out)

@@ -212,6 +212,8 @@ class EngineDifference:
     transformers: str
     normalised: tuple[str, ...] = ()
     """What was made equal before comparing (BOS, date, thinking flag, clock text)."""
+    engine: str = "llamacpp"
+    """The engine compared with transformers (``llama`` holds its text): ``llamacpp``, ``hfjs``, ``minijinja/tgi``…"""
 
 
 @dataclass(frozen=True)

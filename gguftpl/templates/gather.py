@@ -191,9 +191,13 @@ def gather_facts(
     if llama is not None and ast is not None:
         draft.set(engine_differences=_engine_differences(text, llama, r.specials))
     if others is not None:
+        from gguftpl.templates.enginefacts import other_differences
+
         t3 = time.perf_counter()
-        draft.set(engines=others.result())
+        asked = others.result()
         draft.timings["engines wait"] = round((time.perf_counter() - t3) * 1000, 2)
+        diffs = other_differences(asked, draft.prompts, r.strict) if ast is not None else ()
+        draft.set(engines=asked, engine_differences=tuple(draft.fields.get("engine_differences", ())) + diffs)
     return draft.freeze(t0)
 
 

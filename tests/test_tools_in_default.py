@@ -100,6 +100,13 @@ def test_audit_of_b_has_no_gt205_no_error_and_no_ollama_finding(a_and_b: tuple[P
     default = next(t for t in fd["templates"] if t["name"] == "default")
     assert default["tools_in_prompt"] is True
     rows = {r["name"]: r for r in fd["runtimes"]}
+    # TGI hands the template ``function.arguments`` (a JSON string), never ``parameters`` (lib.rs
+    # FunctionDefinition @db931fcf): Hermes' tool_use reads ``tool.parameters.properties`` and raises there, in
+    # TGI's engine only, which the audit says as a GT107 warning naming TGI
+    tgi = rows.pop("TGI")
+    assert tgi["outcome"] == "fails" and "tool.parameters" in tgi["error"] and tgi["engine"] == "minijinja/tgi"
+    (gt107,) = [f for f in fd["findings"] if f["code"] == "GT107"]
+    assert gt107["extra"]["runtimes"] == ["TGI"] and gt107["severity"] == "warning"
     assert all(r["tools_reach_prompt"] is True for r in rows.values())
     assert rows[LLAMACPP]["template"] == "tool_use" and rows["LM Studio"]["template"] == "default"
     assert rows[OLLAMA]["template"] == "default" and rows[OLLAMA]["ollama"]["curated_template"] is None

@@ -147,11 +147,12 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
 def _runtime_view(path: str) -> Any:
     """The file's runtime view (``gguftpl.runtimes.view``) from its audit (template facts cached on disk);
-    None when the file could not be audited (verify has said why)."""
+    None when the file could not be audited (verify has said why). Every installed engine is asked: each row is
+    its own runtime's engine's answer."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.auditcache import AnalysisCache
 
-    fa = audit_file(path, AuditOptions(engine="hf-only", select=("GT7",)), cache=AnalysisCache.on_disk())
+    fa = audit_file(path, AuditOptions(select=("GT7",)), cache=AnalysisCache.on_disk())
     return fa.runtimes
 
 

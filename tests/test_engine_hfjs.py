@@ -360,3 +360,31 @@ def test_node_from_the_wheel_when_none_is_on_path(engine: HfJinjaEngine, monkeyp
     assert e.availability().installed and node.version in e.availability().version
     (out,) = e.render(HERMES_TOOL_USE.read_text(), [tools_request()])
     assert out.ok and probes.CANARY_TOOL_NAME in (out.text or "")
+
+
+def test_nodes_version_is_remembered_only_for_the_same_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gguftpl.engines.hfjs import node as node_mod
+
+    found = find_node()
+    if isinstance(found, str):
+        pytest.skip(found)
+    monkeypatch.setenv(ENGINES_ENV, str(tmp_path))
+    (tmp_path / "hfjs").mkdir()
+    st = os.stat(found.path)
+    node_mod._version.cache_clear()
+    assert node_mod._version(found.path, st.st_mtime_ns, st.st_size) == (True, found.version)
+    memo = tmp_path / "hfjs" / "node-version"
+    assert memo.read_text().endswith(found.version)
+    # a record of another program file (a Node upgraded in place: new mtime) is not believed: Node is asked
+    memo.write_text(f"{found.path}\0{st.st_mtime_ns + 1}\0{st.st_size}\0v99.0.0")
+    node_mod._version.cache_clear()
+    assert node_mod._version(found.path, st.st_mtime_ns, st.st_size) == (True, found.version)
+    # and one for this very file is, without running it (a planted FIFO or symlink is never read)
+    memo.write_text(f"{found.path}\0{st.st_mtime_ns}\0{st.st_size}\0v77.1.2")
+    node_mod._version.cache_clear()
+    assert node_mod._version(found.path, st.st_mtime_ns, st.st_size) == (True, "v77.1.2")
+    memo.unlink()
+    os.mkfifo(memo)
+    node_mod._version.cache_clear()
+    assert node_mod._version(found.path, st.st_mtime_ns, st.st_size) == (True, found.version)
+    node_mod._version.cache_clear()

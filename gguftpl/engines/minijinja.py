@@ -89,11 +89,24 @@ def get_worker() -> Worker:
 
 @functools.lru_cache(maxsize=1)
 def binding_version() -> str | None:
-    """The installed binding's version, or None when ``import minijinja`` fails."""
+    """The installed binding's version, or None when it is not installed. Found without importing it or
+    ``importlib.metadata`` (36 ms on a cold audit's path, before any worker starts): the ``dist-info`` folder
+    beside the package names it. A binding that is there but does not import fails in its worker (``crashed``)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
     try:
-        import minijinja  # noqa: F401 - only whether it imports
-    except ImportError:
+        spec = importlib.util.find_spec("minijinja")
+    except (ImportError, ValueError):
         return None
+    if spec is None:
+        return None
+    for root in spec.submodule_search_locations or ([str(Path(spec.origin).parent)] if spec.origin else []):
+        for info in Path(root).parent.glob("minijinja-*.dist-info"):
+            m = re.fullmatch(r"minijinja-([0-9][^-]*)\.dist-info", info.name)
+            if m:
+                return m.group(1)
     from importlib import metadata
 
     try:

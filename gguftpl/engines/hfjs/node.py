@@ -9,6 +9,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,13 +99,59 @@ def _checked(path: str, source: str) -> Node | str:
 
 
 @functools.lru_cache(maxsize=8)
-def _version(path: str, _mtime_ns: int, _size: int) -> tuple[bool, str]:
+def _version(path: str, mtime_ns: int, size: int) -> tuple[bool, str]:
     """(True, ``node --version``: ``v20.20.2``), or (False, what it said instead); once per program file (path,
-    mtime, size)."""
+    mtime, size), remembered in the engine's folder so a cold audit does not wait ~20 ms for Node to print it."""
     from gguftpl import worker
 
+    stamp = f"{path}\0{mtime_ns}\0{size}\0"
+    known = _remembered(stamp)
+    if known is not None:
+        return True, known
     ran = worker.run([path, "--version"], timeout=VERSION_TIMEOUT, env={"NODE_OPTIONS": ""})
     out = ran.output.strip()
     if ran.ok and re.fullmatch(r"v\d+\.\d+\.\d+\S*", out):
+        _remember(stamp + out)
         return True, out
     return False, (out.splitlines()[-1][:200] if out else f"exit status {ran.returncode}")
+
+
+def _version_file() -> Path:
+    from gguftpl.engines.home import engine_dir
+
+    return engine_dir("hfjs") / "node-version"
+
+
+def _remembered(stamp: str) -> str | None:
+    """The version recorded for exactly this program file, if any (a regular file of ours, a few bytes)."""
+    try:
+        fd = os.open(_version_file(), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        text = f.read(4096).decode("utf-8", "replace")
+    if not text.startswith(stamp):
+        return None
+    version = text[len(stamp) :]
+    return version if re.fullmatch(r"v\d+\.\d+\.\d+\S*", version) else None
+
+
+def _remember(line: str) -> None:
+    """Record it where the engine is installed; only once it is installed, and never an error (a read-only
+    install asks Node each time)."""
+    path = _version_file()
+    if not path.parent.is_dir():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(line)
+        os.replace(tmp, path)  # a reader sees the old line or the new one
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

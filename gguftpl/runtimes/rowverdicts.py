@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gguftpl.runtimes.rows import DROPPED, FAILS, INJECTED, LLAMACPP, PROMPT, REFUSED, UNKNOWN, RuntimeRow
 from gguftpl.templates import probes
+from gguftpl.templates.enginefacts import engine_facts
 
 if TYPE_CHECKING:
     from gguftpl.engines.ollama_registry import OllamaPrediction
@@ -73,7 +74,7 @@ def _ignored(p: RuntimeProfile, template: str, lead: str, t: TemplateFacts, e: E
 
 def _judge(p: RuntimeProfile, template: str, lead: str, t: TemplateFacts, engine_id: str) -> RuntimeRow:
     """The row from ``engine_id``'s render of ``t`` (the tools request)."""
-    e = t.engine(engine_id)
+    e = engine_facts(t, engine_id)
     if e is None or not e.installed or e.unknown:
         missing = _unknown(p, template, engine_id, lead)
         if missing is not None:
@@ -161,7 +162,7 @@ def ollama_row(p: RuntimeProfile, facts: Mapping[str, TemplateFacts], o: OllamaP
         if not o.advertises_tools:
             return _row(p, o.template, False, o.reason + note, REFUSED, error=p.refusal_message)
         return _judge(p, "default", o.reason + note, default, "llamacpp")
-    e = default.engine("ollama")
+    e = engine_facts(default, "ollama")
     lead = o.reason + note
     if e is None or not e.installed or e.unknown:
         missing = _unknown(p, o.template, "ollama", lead)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gguftpl.engines.ollama_registry import OllamaPrediction
     from gguftpl.runtimes.profiles import RuntimeProfile
-    from gguftpl.templates.facts import EngineFacts, TemplateFacts
+    from gguftpl.templates.facts import TemplateFacts
 
 from gguftpl.runtimes.rows import (  # noqa: F401 - the outcomes and the row are read from here too
     DROPPED,
@@ -37,6 +37,7 @@ from gguftpl.runtimes.rows import (  # noqa: F401 - the outcomes and the row are
     UNKNOWN,
     RuntimeRow,
 )
+from gguftpl.templates.enginefacts import engine_facts
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def _row(
 def _engine_reaches(t: TemplateFacts | None, engine_id: str) -> bool | None:
     if t is None:
         return None
-    e = t.engine(engine_id)
+    e = engine_facts(t, engine_id)
     if e is not None and e.tools_in_prompt is not None:
         return e.tools_in_prompt
     return False if t.tools_static is False else None
@@ -148,8 +149,3 @@ def _with_parser(row: RuntimeRow, p: RuntimeProfile, facts: Mapping[str, Templat
         return replace(row, parser_takes_dialect=True)
     dialects = set(p.parser_dialects) | {d for _, d in p.parser_names if d}
     return replace(row, parser_takes_dialect=t.dialect in dialects if dialects else None)
-
-
-def engine_facts(t: TemplateFacts, engine_id: str) -> EngineFacts | None:
-    """``t``'s facts from ``engine_id`` (re-exported for the row verdicts)."""
-    return t.engine(engine_id)

@@ -87,6 +87,16 @@ def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, 
     )
 
 
+def engine_facts(t: TemplateFacts, engine_id: str) -> EngineFacts | None:
+    """What ``engine_id`` did with ``t``: transformers' own renders (never the lenient sandbox's), llama.cpp's,
+    or another engine's; None when that engine was not asked."""
+    if engine_id == "transformers":
+        return transformers_engine_facts(t)
+    if engine_id == "llamacpp":
+        return llamacpp_engine_facts(t)
+    return t.engines.get(engine_id)
+
+
 def transformers_engine_facts(t: TemplateFacts) -> EngineFacts:
     """transformers' own renders of ``t`` (what vLLM and SGLang render): a probe the lenient sandbox rendered after
     transformers refused it is transformers' error here."""

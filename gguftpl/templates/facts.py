@@ -349,17 +349,6 @@ class TemplateFacts:
         """The template can put the tool schemas in the prompt (with or without a system message)."""
         return bool(self.tools_in_prompt or self.tools_with_system)
 
-    def engine(self, engine_id: str) -> EngineFacts | None:
-        """What ``engine_id`` did with the template: transformers' own renders (never the lenient sandbox's),
-        llama.cpp's, or another engine's; None when that engine was not asked."""
-        from gguftpl.templates.enginefacts import llamacpp_engine_facts, transformers_engine_facts
-
-        if engine_id == "transformers":
-            return transformers_engine_facts(self)
-        if engine_id == "llamacpp":
-            return llamacpp_engine_facts(self)
-        return self.engines.get(engine_id)
-
     @property
     def llamacpp_load_error(self) -> str | None:
         return self.llamacpp.load_error if self.llamacpp is not None else None

@@ -19,6 +19,7 @@ from gguftpl.engines.home import ENV as ENGINES_ENV
 from gguftpl.engines.ollama import ENGINE, INSTALL_HINT, OllamaEngine, install
 from gguftpl.engines.ollama_build import BINARY, STAMP, find_go
 from gguftpl.templates import probes
+from tests.conftest import DATA
 
 CURATED = sorted(p.stem for p in (Path(ollama_registry.__file__).parent / "ollama_templates").glob("*.gotmpl"))
 HANG = (
@@ -87,6 +88,106 @@ def test_every_curated_template_renders_the_probes(engine: OllamaEngine, name: s
             assert (probes.CANARY_TOOL_NAME in out.text) == (".Tools" in text), probe
 
 
+# template_test.go::TestTemplate's conversations and expected renders (tests/data/ollama_testdata/SOURCES.md)
+UPSTREAM = DATA / "ollama_testdata"
+_HELLO = {"role": "user", "content": "Hello, how are you?"}
+_GREAT = {"role": "assistant", "content": "I'm doing great. How can I help you today?"}
+_SHOW = {"role": "user", "content": "I'd like to show off how chat templating works!"}
+UPSTREAM_CASES = {
+    "user": [_HELLO],
+    "user-assistant-user": [_HELLO, _GREAT, _SHOW],
+    "system-user-assistant-user": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        _HELLO,
+        _GREAT,
+        _SHOW,
+    ],
+}
+_TRAILING_SPACE = ("chatqa", "llama2-chat", "mistral-instruct", "openchat", "vicuna")
+"""Templates whose render Ollama's test compares without one trailing space."""
+
+
+@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".gotmpl") for p in UPSTREAM.glob("*.gotmpl")))
+def test_ollamas_own_expected_renders(engine: OllamaEngine, name: str) -> None:
+    text = ollama_registry.curated(name).text
+    cases = sorted(UPSTREAM_CASES)
+    outs = engine.render(text, [RenderRequest(UPSTREAM_CASES[c]) for c in cases])
+    for case, out in zip(cases, outs, strict=True):
+        assert out.ok and out.text is not None, (case, out.error)
+        got = out.text[:-1] if name in _TRAILING_SPACE and out.text.endswith(" ") else out.text
+        assert got == (UPSTREAM / f"{name}.gotmpl" / case).read_text(encoding="utf-8"), case
+
+
+# template_test.go::TestExecuteWithMessages: legacy and messages templates that render the same conversation alike
+_MISTRAL_SYSTEM = "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}"
+EXECUTE_WITH_MESSAGES = [
+    (
+        [
+            _MISTRAL_SYSTEM + "{{ .Prompt }}[/INST] ",
+            _MISTRAL_SYSTEM + "{{ .Prompt }}[/INST] {{ .Response }}",
+            _MISTRAL_SYSTEM + '\n{{- range .Messages }}\n{{- if eq .Role "user" }}{{ .Content }}[/INST] '
+            '{{ else if eq .Role "assistant" }}{{ .Content }}[INST] {{ end }}\n{{- end }}',
+        ],
+        [
+            {"role": "system", "content": "You are a helpful assistant!"},
+            {"role": "user", "content": "Hello friend!"},
+            {"role": "assistant", "content": "Hello human!"},
+            {"role": "user", "content": "What is your name?"},
+        ],
+        "[INST] You are a helpful assistant!\n\nHello friend![/INST] Hello human![INST] What is your name?[/INST] ",
+    ),
+    (
+        [
+            "[INST] {{ .Prompt }}[/INST] ",
+            "[INST] {{ .Prompt }}[/INST] {{ .Response }}",
+            '\n{{- range $i, $m := .Messages }}\n{{- if eq .Role "user" }}[INST] {{ .Content }}[/INST] '
+            '{{ else if eq .Role "assistant" }}{{ .Content }}{{ end }}\n{{- end }}',
+        ],
+        [
+            {"role": "user", "content": "Hello friend!"},
+            {"role": "assistant", "content": "Hello human!"},
+            {"role": "user", "content": "What is your name?"},
+            {"role": "assistant", "content": "My name is Ollama and I"},
+        ],
+        "[INST] Hello friend![/INST] Hello human![INST] What is your name?[/INST] My name is Ollama and I",
+    ),
+]
+
+
+@pytest.mark.parametrize(("templates", "messages", "expected"), EXECUTE_WITH_MESSAGES, ids=["system", "assistant"])
+def test_legacy_and_messages_templates_render_alike(
+    engine: OllamaEngine, templates: list[str], messages: list[dict[str, str]], expected: str
+) -> None:
+    for text in templates:
+        (out,) = engine.render(text, [RenderRequest(messages)])
+        assert out.text == expected, text
+
+
+def test_arguments_and_properties_print_as_json_and_range(engine: OllamaEngine) -> None:
+    """template_test.go's TestTemplateArguments*/TestTemplateProperties*, through the OpenAI layer."""
+    call = probes.tool_call(arguments={"unit": "celsius", "location": "<Tokyo>"}, string_arguments=True)
+    msgs = [{"role": "user", "content": "x"}, probes.assistant_call_message(call)]
+    args = (
+        "{{ range .Messages }}{{ range .ToolCalls }}{{ .Function.Arguments }}|"
+        "{{ range $k, $v := .Function.Arguments }}{{ $k }}={{ $v }};{{ end }}{{ end }}{{ end }}"
+    )
+    (out,) = engine.render(args, [RenderRequest(msgs)])
+    assert out.text == '{"location":"\\u003cTokyo\\u003e","unit":"celsius"}|location=<Tokyo>;unit=celsius;'
+    props = (
+        "{{ range .Messages }}{{ end }}{{ range .Tools }}{{ .Function.Parameters.Properties }}|"
+        "{{ range $n, $p := .Function.Parameters.Properties }}{{ $n }}:{{ $p.Type }}:{{ toTypeScriptType $p }};"
+        "{{ end }}{{ end }}"
+    )
+    (out,) = engine.render(props, [RenderRequest(msgs, probes.canary_tools())])
+    desc = probes.CANARY_PARAM_DESCRIPTION
+    name = probes.CANARY_PARAM_NAME
+    assert out.text == f'{{"{name}":{{"type":"string","description":"{desc}"}}}}|{name}:string:string;'
+    (tools,) = engine.render(
+        "{{ json .Tools }}{{ range .Messages }}{{ end }}", [RenderRequest(msgs[:1], probes.canary_tools())]
+    )
+    assert tools.text is not None and json.loads(tools.text) == probes.canary_tools()
+
+
 def test_command_r_renders_the_round_trip_as_ollama_does(engine: OllamaEngine) -> None:
     text = ollama_registry.curated("command-r").text
     req = RenderRequest(probes.tool_round_trip_conversation(probes.tool_call()), probes.canary_tools())
@@ -108,6 +209,18 @@ def test_a_legacy_template_collapses_the_turns(engine: OllamaEngine) -> None:
     assert sys_out.text == f"<s>{probes.CANARY_SYSTEM}</s><u>{probes.CANARY_USER}</u><a>"
     (appended,) = engine.render("{{ .Prompt }}", [_plain()])
     assert appended.text == probes.CANARY_USER  # {{ .Response }} appended, then cut
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("{{ .Prompt ", "unclosed action"),
+        ('{{define "x"}}{{template "x"}}{{end}}{{template "x"}}', "undefined template"),
+    ],
+)
+def test_ollamas_parse_errors(engine: OllamaEngine, text: str, fragment: str) -> None:
+    err = engine.load(text)
+    assert err is not None and err.kind == SYNTAX and fragment in err.message.lower()
 
 
 def test_a_syntax_error_has_its_line(engine: OllamaEngine) -> None:

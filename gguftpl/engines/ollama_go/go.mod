@@ -1,0 +1,3 @@
+module gguftpl/ollama
+
+go 1.19

@@ -26,8 +26,6 @@ from typing import Any
 
 from gguftpl import worker
 from gguftpl.engines.base import (
-    CRASHED,
-    OVERRUN,
     RENDER,
     UNAVAILABLE,
     Availability,
@@ -37,13 +35,15 @@ from gguftpl.engines.base import (
     trim_message,
     unavailable,
 )
+from gguftpl.engines.childanswers import ChildEngine
 from gguftpl.engines.ollama_build import NAME, OLLAMA_COMMIT, Built, built
 from gguftpl.engines.ollama_build import install as _install
 from gguftpl.engines.ollama_request import Refused, wire_request
-from gguftpl.worker import Op, Outcome, Worker, WorkerSpec
+from gguftpl.worker import Op, Worker, WorkerSpec
 
 INSTALL_HINT = "gguftpl engines install ollama"
 ENGINE_LABEL = "Go text/template"
+CHILD = ChildEngine(ENGINE_LABEL, "the Go program", "ollama")
 DEFAULT_TIMEOUT = 5.0
 """Seconds one conversation may take to render (real templates: well under a millisecond)."""
 STARTUP_TIMEOUT = 30.0
@@ -88,11 +88,7 @@ class OllamaEngine:
         found, program = self._found()
         if program is None:
             return EngineError(UNAVAILABLE, found.unknown_reason())
-        outcome = self._worker(program).ask("load", template, self.timeout)
-        if not outcome.ok:
-            return self._failure(outcome)
-        error = outcome.value.get("error") if isinstance(outcome.value, Mapping) else None
-        return _engine_error(error) if error else None
+        return CHILD.load(self._worker(program), template, self.timeout)
 
     def render(self, template: str, requests: Sequence[RenderRequest]) -> list[Rendered]:
         """One :class:`Rendered` per request, in order. A request Ollama's OpenAI layer refuses is a ``render``
@@ -111,7 +107,7 @@ class OllamaEngine:
                 out.append(None)
             except Refused as exc:
                 out.append(Rendered(None, EngineError(RENDER, trim_message(str(exc)))))
-        answers = iter(self._ask_render(program, items))
+        answers = iter(CHILD.render(self._worker(program), items, self.timeout))
         return [r if r is not None else next(answers) for r in out]
 
     def version(self) -> dict[str, Any] | None:
@@ -144,64 +140,6 @@ class OllamaEngine:
 
     def _worker(self, program: Built) -> Worker:
         return worker.shared(_spec(str(program.binary), self.max_output, self.memory_limit, self.data_limit))
-
-    def _ask_render(self, program: Built, items: list[dict[str, Any]]) -> list[Rendered]:
-        if not items:
-            return []
-        out: list[Rendered] = []
-        stopped: EngineError | None = None
-        for outcome in self._worker(program).ask_many("render", items, self.timeout, skip_rest=True):
-            if outcome.kind == worker.SKIPPED and stopped is not None:
-                out.append(Rendered(None, _not_tried(stopped)))
-                continue
-            rendered = self._rendered(outcome)
-            if not outcome.ok:
-                stopped = rendered.error
-            out.append(rendered)
-        return out
-
-    def _rendered(self, outcome: Outcome) -> Rendered:
-        if not outcome.ok:
-            return Rendered(None, self._failure(outcome))
-        value = outcome.value
-        if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], Mapping)):
-            return Rendered(None, EngineError(CRASHED, "the ollama worker answered garbage"))
-        answer = value[0]
-        error = answer.get("error")
-        if error:
-            return Rendered(None, _engine_error(error))
-        text = answer.get("text")
-        if not isinstance(text, str):
-            return Rendered(None, EngineError(CRASHED, "the ollama worker answered garbage"))
-        return Rendered(text)
-
-    def _failure(self, outcome: Outcome) -> EngineError:
-        """What a worker failure means for the template: a bound it hit, or an engine that died or is not here."""
-        kind = outcome.kind
-        if kind == worker.TIMEOUT:
-            return EngineError(OVERRUN, f"{ENGINE_LABEL} took longer than {self.timeout:g} s and was stopped")
-        if kind == worker.MEMORY:
-            return EngineError(OVERRUN, trim_message(f"{ENGINE_LABEL} ran out of memory: {outcome.message}"))
-        if kind == worker.START:
-            return EngineError(UNAVAILABLE, trim_message(outcome.message))
-        if kind == worker.ERROR:  # the request was no JSON data, or the worker refused the item's shape
-            return EngineError(RENDER, trim_message(f"{ENGINE_LABEL} was not asked: {outcome.message}"))
-        why = f" ({outcome.signal})" if outcome.signal else (f" ({outcome.exit_code})" if kind == worker.EXITED else "")
-        return EngineError(CRASHED, f"the Go program running {ENGINE_LABEL} {kind}{why}")
-
-
-def _not_tried(stopped: EngineError) -> EngineError:
-    """A conversation skipped after an earlier one of the same template stopped the engine."""
-    return EngineError(
-        stopped.kind, f"not rendered: an earlier conversation of this template stopped the engine ({stopped.message})"
-    )
-
-
-def _engine_error(d: Any) -> EngineError:
-    if not isinstance(d, Mapping):
-        return EngineError(CRASHED, "the ollama worker answered garbage")
-    err = EngineError.from_dict(d)
-    return EngineError(err.kind, trim_message(err.message), err.line)
 
 
 @functools.lru_cache(maxsize=8)

@@ -10,18 +10,16 @@ an older program.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gguftpl.engines.home import engine_dir
+from gguftpl.engines.home import engine_dir, install_lock
 from gguftpl.errors import EngineInstallError
 
 NAME = "ollama"
@@ -100,7 +98,7 @@ def install(*, timeout: float = BUILD_TIMEOUT) -> str:
         final.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EngineInstallError(f"cannot create {final}: {exc.strerror or exc}") from None
-    with _locked(final / ".build.lock"):
+    with install_lock(final / ".build.lock"):
         have = built(final)
         if isinstance(have, Built):
             return f"the ollama engine ({have.go_version}) is already built in {final}"
@@ -164,19 +162,3 @@ def _write_stamp(final: Path, version: str) -> None:
         os.fsync(fh.fileno())
     os.chmod(tmp, 0o644)
     os.replace(tmp, final / STAMP)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder at a time per engine folder (``flock``; elsewhere none: the renames are still whole)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

@@ -26,23 +26,21 @@ from typing import Any
 
 from gguftpl import worker
 from gguftpl.engines.base import (
-    CRASHED,
-    OVERRUN,
-    RENDER,
     UNAVAILABLE,
     Availability,
     EngineError,
     Rendered,
     RenderRequest,
-    trim_message,
     unavailable,
 )
+from gguftpl.engines.childanswers import ChildEngine
 from gguftpl.engines.hfjs.node import Node, find_node
 from gguftpl.engines.hfjs.package import NAME, PACKAGE, WORKER_SCRIPT, missing_reason, pinned
 from gguftpl.engines.home import engine_dir
-from gguftpl.worker import Op, Outcome, Worker, WorkerSpec
+from gguftpl.worker import Op, Worker, WorkerSpec
 
 INSTALL_HINT = "gguftpl engines install hfjs"
+CHILD = ChildEngine(PACKAGE, "Node.js", NAME)
 DEFAULT_TIMEOUT = 5.0
 """Seconds one conversation may take to render (real templates: about a millisecond)."""
 STARTUP_TIMEOUT = 60.0
@@ -87,11 +85,7 @@ class HfJinjaEngine:
         found, node = self._found()
         if node is None:
             return EngineError(UNAVAILABLE, found.unknown_reason())
-        outcome = self._worker(node).ask("load", template, self.timeout)
-        if not outcome.ok:
-            return self._failure(outcome)
-        error = outcome.value.get("error") if isinstance(outcome.value, Mapping) else None
-        return _engine_error(error) if error else None
+        return CHILD.load(self._worker(node), template, self.timeout)
 
     def render(self, template: str, requests: Sequence[RenderRequest]) -> list[Rendered]:
         """One :class:`Rendered` per request, in order. Each conversation is its own item under the time limit;
@@ -103,17 +97,7 @@ class HfJinjaEngine:
         if node is None:
             return unavailable(found, len(requests))
         items = [{"template": template, "requests": [r.to_dict()]} for r in requests]
-        out: list[Rendered] = []
-        stopped: EngineError | None = None
-        for outcome in self._worker(node).ask_many("render", items, self.timeout, skip_rest=True):
-            if outcome.kind == worker.SKIPPED and stopped is not None:
-                out.append(Rendered(None, _not_tried(stopped)))
-                continue
-            rendered = self._rendered(outcome)
-            if not outcome.ok:
-                stopped = rendered.error
-            out.append(rendered)
-        return out
+        return CHILD.render(self._worker(node), items, self.timeout)
 
     def version(self) -> dict[str, Any] | None:
         """What the running worker says it is (``{"library", "version", "node"}``), or None when not installed
@@ -151,50 +135,6 @@ class HfJinjaEngine:
     def _worker(self, node: Node) -> Worker:
         spec = _spec(node.path, str(engine_dir(NAME)), self.max_output, self.heap_mb, self.data_limit)
         return worker.shared(spec)
-
-    def _rendered(self, outcome: Outcome) -> Rendered:
-        if not outcome.ok:
-            return Rendered(None, self._failure(outcome))
-        value = outcome.value
-        if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], Mapping)):
-            return Rendered(None, EngineError(CRASHED, "the hfjs worker answered garbage"))
-        answer = value[0]
-        error = answer.get("error")
-        if error:
-            return Rendered(None, _engine_error(error))
-        text = answer.get("text")
-        if not isinstance(text, str):
-            return Rendered(None, EngineError(CRASHED, "the hfjs worker answered garbage"))
-        return Rendered(text)
-
-    def _failure(self, outcome: Outcome) -> EngineError:
-        """What a worker failure means for the template: a bound it hit, or an engine that died or is not here."""
-        kind = outcome.kind
-        if kind == worker.TIMEOUT:
-            return EngineError(OVERRUN, f"{PACKAGE} took longer than {self.timeout:g} s and was stopped")
-        if kind == worker.MEMORY:
-            return EngineError(OVERRUN, trim_message(f"{PACKAGE} ran out of memory: {outcome.message}"))
-        if kind == worker.START:
-            return EngineError(UNAVAILABLE, trim_message(outcome.message))
-        if kind == worker.ERROR:  # the request was no JSON data, or the worker refused the item's shape
-            return EngineError(RENDER, trim_message(f"{PACKAGE} was not asked: {outcome.message}"))
-        why = f" ({outcome.signal})" if outcome.signal else (f" ({outcome.exit_code})" if kind == worker.EXITED else "")
-        return EngineError(CRASHED, f"Node.js running {PACKAGE} {kind}{why}")
-
-
-def _not_tried(stopped: EngineError) -> EngineError:
-    """A conversation skipped after an earlier one of the same template stopped the engine: what stopped it
-    would most likely stop it again, and each try costs the whole time limit."""
-    return EngineError(
-        stopped.kind, f"not rendered: an earlier conversation of this template stopped the engine ({stopped.message})"
-    )
-
-
-def _engine_error(d: Any) -> EngineError:
-    if not isinstance(d, Mapping):
-        return EngineError(CRASHED, "the hfjs worker answered garbage")
-    err = EngineError.from_dict(d)
-    return EngineError(err.kind, trim_message(err.message), err.line)
 
 
 @functools.lru_cache(maxsize=8)

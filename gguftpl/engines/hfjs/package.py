@@ -9,16 +9,13 @@ one and swaps it in whole, under a lock, so a reader never sees a half-installed
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-from gguftpl.engines.home import engine_dir
+from gguftpl.engines.home import engine_dir, install_lock
 from gguftpl.errors import EngineInstallError
 
 PACKAGE = "@huggingface/jinja"
@@ -82,7 +79,7 @@ def install(*, timeout: float = INSTALL_TIMEOUT) -> str:
         final.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise EngineInstallError(f"cannot create {final.parent}: {exc.strerror or exc}") from None
-    with _locked(final.parent / f".{NAME}.lock"):
+    with install_lock(final.parent / f".{NAME}.lock"):
         if missing_reason(final) is None:  # another process installed it while this one waited
             return f"{PACKAGE} {want} is already installed in {final}"
         staging = Path(tempfile.mkdtemp(prefix=f".{NAME}-new-", dir=final.parent))
@@ -129,19 +126,3 @@ def _swap_in(staging: Path, final: Path) -> None:
         raise EngineInstallError(f"cannot move the new install into {final}: {exc.strerror or exc}") from None
     if old is not None:
         shutil.rmtree(old.parent, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One installer at a time per engines folder (``flock``; elsewhere none: the swap is still whole)."""
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

@@ -338,3 +338,31 @@ def _wait_busy(pid: int, ticks: int = 20, safety: float = 60.0) -> None:
     while _cpu_ticks(pid) - start < ticks:
         assert time.monotonic() < deadline, "the worker never started rendering"
         time.sleep(0.05)
+
+
+def test_template_vars_are_ollamas_tools_capability(engine: OllamaEngine) -> None:
+    # server/images.go: a Go template has the tools capability when "tools" is among Template.Vars()
+    chatml = ollama_registry.curated("chatml").text
+    command_r = ollama_registry.curated("command-r").text
+    chat_vars, r_vars = engine.template_vars(chatml), engine.template_vars(command_r)
+    assert chat_vars is not None and "messages" in chat_vars and "tools" not in chat_vars
+    assert r_vars is not None and "tools" in r_vars
+    assert engine.template_vars("{{ .Broken") is None
+
+
+def test_a_curated_template_without_tools_is_a_refused_ollama_row_and_no_engine_difference(
+    engine: OllamaEngine,
+) -> None:
+    from gguftpl.audit import AuditOptions, audit_file
+    from gguftpl.auditcache import AnalysisCache
+    from gguftpl.engines import registry
+    from tests.conftest import SAMPLES
+
+    registry.forget_availability()  # the fixture's engines folder
+    fa = audit_file(str(SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"), AuditOptions(), cache=AnalysisCache())
+    registry.forget_availability()
+    assert fa.runtimes is not None
+    row = fa.runtimes.row("Ollama")
+    assert row.engine == "ollama" and row.outcome == "refused" and row.tools_reach_prompt is False
+    # Ollama rendered its curated chatml in place of the file's Jinja: that is GT701's, never an engine difference
+    assert not [f for f in fa.findings if f.code == "GT604" and (f.extra or {}).get("engine") == "ollama"]

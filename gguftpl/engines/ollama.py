@@ -110,6 +110,18 @@ class OllamaEngine:
         answers = iter(CHILD.render(self._worker(program), items, self.timeout))
         return [r if r is not None else next(answers) for r in out]
 
+    def template_vars(self, template: str) -> tuple[str, ...] | None:
+        """``Template.Vars()`` as Ollama computes it (lowercased identifiers): ``tools`` among them is Ollama's
+        tools capability, without which it refuses a tools request. None when it does not load or is not here."""
+        _, program = self._found()
+        if program is None:
+            return None
+        outcome = self._worker(program).ask("load", template, self.timeout)
+        value = outcome.value if outcome.ok else None
+        if isinstance(value, Mapping) and not value.get("error") and isinstance(value.get("vars"), list):
+            return tuple(str(v) for v in value["vars"])
+        return None
+
     def version(self) -> dict[str, Any] | None:
         """What the running worker says it is (``{"go", "ollama"}``), or None when not installed or silent."""
         _, program = self._found()

@@ -79,11 +79,19 @@ def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, 
         renders[probe] = EngineRender(
             r.text, e.message if e else None, bool(e and e.kind == OVERRUN), e.line if e else None
         )
+    reads_tools = None
+    if engine_id == "ollama":  # Ollama's tools capability: "tools" among the Go template's Vars()
+        from gguftpl.engines.ollama import OllamaEngine
+
+        names = engine.template_vars(text) if isinstance(engine, OllamaEngine) else None
+        reads_tools = "tools" in names if names is not None else None
     return EngineFacts(
         engine_id,
         version=available.version,
         renders=renders,
         tools_in_prompt=engine_tools_verdict(renders.get(probes.TOOLS)),
+        template=curated,
+        reads_tools=reads_tools,
     )
 
 
@@ -138,6 +146,8 @@ def other_differences(
 
     out = []
     for engine_id, e in others.items():
+        if e.template:  # it rendered another template in this one's place (Ollama's curated one): GT701 says so
+            continue
         for probe in (probes.PLAIN, probes.TOOLS):
             theirs, ours = e.text(probe), prompts.get(_PROMPT_KEYS[probe]) if probe in strict else None
             if theirs is None or ours is None:

@@ -5,7 +5,7 @@
 // and stdout. It writes {"ready": true} first, then for each request {"op", "items"} one answer frame per item:
 // {"kind": "ok", "value": ...} or {"kind": "error", "type", "message"}.
 //
-// Ops: "load" (item: template text -> {"error": null | {kind, message, line}}), "render" (item: {template,
+// Ops: "load" (item: template text -> {"error": null | {kind, message, line}, "vars": Template.Vars()}), "render" (item: {template,
 // requests: [chat request as Ollama's ChatHandler holds it]} -> [{text, error}...]), "version".
 //
 // Bounds: the parent kills this process when an item takes too long; output past the byte cap stops the render
@@ -198,10 +198,16 @@ func handle(op string, item json.RawMessage) (any, error) {
 		if err := json.Unmarshal(item, &text); err != nil {
 			return nil, err
 		}
-		if _, err := parseCached(text); err != nil {
+		t, err := parseCached(text)
+		if err != nil {
 			return map[string]any{"error": toError("syntax", err)}, nil
 		}
-		return map[string]any{"error": nil}, nil
+		// Template.Vars() is Ollama's tools capability test (server/images.go: "tools" among them)
+		vars, err := t.Vars()
+		if err != nil {
+			return map[string]any{"error": toError("syntax", err)}, nil
+		}
+		return map[string]any{"error": nil, "vars": vars}, nil
 	case "render":
 		var it renderItem
 		if err := json.Unmarshal(item, &it); err != nil {

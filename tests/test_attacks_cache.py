@@ -341,3 +341,31 @@ def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
     assert len(notices) == 1, proc.stderr
     if command == "audit":
         assert no_cache(SAMPLE)[1] == findings(proc.stdout)
+
+
+# ------------------------------------------------------------------------------------------------ (e)
+
+
+def test_the_patch_gate_never_trusts_the_cache(tmp_path: Path, make_gguf: MakeGGUF) -> None:
+    """Issue 27 item 3: the cached facts of a sandbox-escape ``tool_use`` made to look clean (tag and all):
+    the patch is still refused, and nothing is written."""
+    cache = tmp_path / "cache"
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    evil = tmp_path / "evil.jinja"
+    evil.write_text(EVIL, encoding="utf-8")
+    out = tmp_path / "out.gguf"
+    args = ("patch", src, "--template", f"tool_use={evil}", "-o", out)
+    first = run(cache, *args)
+    assert first.returncode == 2 and "refusing" in first.stderr and not out.exists(), first.stderr
+    sha = hashlib.sha256(EVIL.encode()).hexdigest()
+    clean = next(read_entry(p) for p in entries(cache, "templates") if read_entry(p)["sha256"] != sha)
+    poisoned = 0
+    for path in entries(cache, "templates"):
+        data = read_entry(path)
+        if data["sha256"] == sha:
+            sealed_write(path, {**clean, "name": data["name"], "key": data["key"], "sha256": sha, "size": data["size"]})
+            poisoned += 1
+    assert poisoned
+    again = run(cache, *args)
+    assert again.returncode == 2 and "refusing" in again.stderr and "GT4" in again.stderr, again.stderr
+    assert not out.exists()

@@ -18,7 +18,7 @@ from typing import Any
 from gguftpl.analysis import SetFacts, gather_set
 from gguftpl.errors import GGUFTplError
 from gguftpl.templates.facts import VocabFacts, vocab_facts
-from gguftpl.templates.factstore import FactsStore, write_entry
+from gguftpl.templates.factstore import FactsStore
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,12 @@ class AnalysisCache:
     (``templates.factstore``)."""
 
     @classmethod
-    def on_disk(cls) -> AnalysisCache:
-        """A cache whose template facts persist in the user's cache folder (what the CLI uses)."""
-        from gguftpl.templates.factstore import cache_folder
+    def on_disk(cls, *, read_disk: bool = True) -> AnalysisCache:
+        """A cache whose template facts persist in the user's cache folder (what the CLI uses); with
+        ``read_disk=False`` it only writes there, and every fact it answers with was gathered by this process."""
+        from gguftpl.templates.factstore import open_store
 
-        return cls(FactsStore(cache_folder()))
+        return cls(open_store(read_disk=read_disk))
 
     def __init__(self, store: FactsStore | None = None) -> None:
         self._facts = store if store is not None else FactsStore()
@@ -117,24 +118,16 @@ class AnalysisCache:
         then the tokenizer's fingerprint, which decodes the whole vocabulary) and the first invalid UTF-8 byte
         of the vocabulary (a walk over every token): 0.1-0.4 s each for a 262k-token file. Kept on disk
         beside the template facts, under the file's raw metadata and the catalog it was matched against."""
-        folder = self._facts.folder
-        if folder is None or header_key is None:
+        if self._facts.folder is None or header_key is None:
             return (*_find_upstream(tset), tset.invalid_token_utf8())
-        import json
-
-        path = folder / "files" / f"{_file_key(header_key)}.json"
-        try:
-            found = json.loads(path.read_text(encoding="utf-8"))
-            repo, how, invalid = found["repo"], found["how"], found["invalid_utf8"]
-            if (repo is None or isinstance(repo, str)) and isinstance(how, str):
-                if invalid is None or isinstance(invalid, int):
-                    return repo, how, invalid
-        except (OSError, ValueError, TypeError, KeyError):
-            pass
+        key = _file_key(header_key)
+        found = self._facts.read_file_facts(key)
+        if found is not None:
+            return found
         repo, how = _find_upstream(tset)
         invalid = tset.invalid_token_utf8()
         if not how.startswith("discovery failed"):  # a failure is not a fact about the file
-            write_entry(path, {"repo": repo, "how": how, "invalid_utf8": invalid})
+            self._facts.write_file_facts(key, (repo, how, invalid))
         return repo, how, invalid
 
     def _prestart(self, tset: Any, names: tuple[str, ...], others: tuple[tuple[str, str], ...] = ()) -> None:

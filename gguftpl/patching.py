@@ -145,8 +145,9 @@ def run_patch(
     from gguftpl.auditcache import AnalysisCache
 
     # the three audits share what they learn of the templates they have in common, and the cache folder keeps
-    # it for the next patch of the same templates (every quant of a model)
-    cache = AnalysisCache.on_disk()
+    # it for the audits that follow; but the gate's decision (GT1xx/GT4xx/GT606) and the fix lines never come
+    # from the cache: every fact this patch acts on is gathered here (issue 27)
+    cache = AnalysisCache.on_disk(read_disk=False)
     audited = _audit(plan.path, cache)
     if not options.allow_new_errors:
         _refuse_new_errors(plan, out_s, audited, cache)

@@ -146,7 +146,7 @@ def test_file_facts_are_kept_per_metadata_and_read_back_exactly(tmp_path: Path, 
         ).files
 
     first, second = run(), run()
-    assert len(list((store_dir / "files").glob("*.json"))) == 2
+    assert len(list((store_dir / "files").rglob("*.json"))) == 2
     for a, b in zip(first, second, strict=True):
         assert (a.upstream_repo, a.upstream_how) == (b.upstream_repo, b.upstream_how)
         assert [(f.code, f.message) for f in a.findings] == [(f.code, f.message) for f in b.findings]

@@ -8,6 +8,7 @@ fields. Everything is plain data (strings, numbers, tuples), so facts can be com
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,27 +404,62 @@ def vocab_facts(tset: Any, templates: tuple[TemplateFacts, ...], *, invalid_utf8
 
 def _decode(tp: Any, value: Any) -> Any:
     """``value`` (JSON data from ``asdict``) as an instance of the annotated type ``tp``: dataclasses by their
-    field hints, ``X | None``, ``tuple[X, ...]``, ``tuple[A, B]``, ``dict[str, X]`` and plain scalars."""
+    field hints, ``X | None``, ``tuple[X, ...]``, ``tuple[A, B]``, ``dict[str, X]`` and plain scalars. Data of
+    another shape (a cache entry that is not facts: ``"sha256": 7``, a list for a record) raises TypeError,
+    never gives facts of the wrong types to the rules."""
     import dataclasses
     import types
     import typing
 
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        hints = typing.get_type_hints(tp)
+        hints = _hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in known})
+        return tp(**{k: _decode(hints[k], v) for k, v in _mapping(value).items() if k in known})
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None
         arms = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(arms[0], value) if len(arms) == 1 else value
+        if len(arms) != 1:
+            raise TypeError(f"cannot check a value against {tp}")
+        return _decode(arms[0], value)
     if origin is tuple:
         args = typing.get_args(tp)
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(args[0], v) for v in value)
+        if len(args) != len(value):
+            raise TypeError(f"expected {len(args)} items, got {len(value)}")
         return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
     if origin is dict:
         _, vt = typing.get_args(tp)
-        return {k: _decode(vt, v) for k, v in value.items()}
+        return {k: _decode(vt, v) for k, v in _mapping(value).items()}
+    return _scalar(tp, value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
     return value
+
+
+def _scalar(tp: Any, value: Any) -> Any:
+    ok = {
+        str: lambda v: isinstance(v, str),
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    }.get(tp)
+    if ok is None:
+        raise TypeError(f"cannot check a value against {tp}")
+    if not ok(value):
+        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
+    return float(value) if tp is float else value
+
+
+@functools.cache
+def _hints(tp: type) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(tp)

@@ -6,19 +6,22 @@ gathered them: gguftpl itself, jinja2 (the renderer) and xllamacpp (llama.cpp). 
 that, so a new version of any of them starts afresh. The folder is ``$XDG_CACHE_HOME/gguftpl/facts``
 (``~/.cache/gguftpl/facts``), or ``$GGUFTPL_CACHE_DIR/facts``.
 
-The cache is a convenience: an unreadable, corrupt or unwritable entry is a miss, never an error, and
-entries are written atomically (temp file and rename), readable by their owner only.
+The cache is an optimisation, never an authority (issue 27): the folder is checked and every entry verified
+on read (``templates.cachedisk``: owner, mode, special files, size, an HMAC tag, nesting depth), then decoded
+strictly and checked against the key it was looked up for. An unreadable, forged, corrupt or unwritable entry
+is a miss, never an error and never another verdict. Without a home directory (no ``HOME``, a uid without a
+passwd entry) and without ``GGUFTPL_CACHE_DIR`` the cache is off for the run, with one notice.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
 
+from gguftpl.templates.cachedisk import CacheFolder
 from gguftpl.templates.facts import TemplateFacts
 
 FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
@@ -39,17 +42,34 @@ def facts_key(
     return (sha256, bos, eos, asked, tuple(sorted((specials or {}).items())), engines)
 
 
-MAX_ENTRY_BYTES = 8 << 20
-"""An entry larger than this is not read back (facts keep prompts trimmed; real ones are a few KB)."""
+NO_HOME = (
+    "no home directory (HOME is not set and uid {uid} has no passwd entry): the facts cache is off for this run "
+    "(set GGUFTPL_CACHE_DIR to a private folder to keep it)"
+)
 
 
-def cache_folder() -> Path:
+def cache_folder() -> Path | None:
+    """The facts folder; None when there is no home to put it in (and no ``GGUFTPL_CACHE_DIR``)."""
     own = os.environ.get("GGUFTPL_CACHE_DIR")
     if own:
         return Path(own) / "facts"
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "gguftpl" / "facts"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "gguftpl" / "facts"
+    try:
+        return Path.home() / ".cache" / "gguftpl" / "facts"
+    except (RuntimeError, KeyError):
+        return None
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr per message and process (a folder audit, a patch's three audits: one warning)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"gguftpl: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _package_identity(name: str) -> str:
@@ -88,64 +108,99 @@ def code_identity() -> str:
     return _CODE
 
 
-def write_entry(path: Path, data: dict[str, Any]) -> bool:
-    """Write one cache entry atomically (a temp file renamed over it), private to the user; False when it
-    could not be written (a full disk or a read-only home: the audit goes on without the cache)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, separators=(",", ":"))
-        os.replace(tmp, path)
-        return True
-    except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
+FILE_FIELDS = ("repo", "how", "invalid_utf8")
 
 
 class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
-    """Facts in memory, backed by the folder (``folder=None``: memory only)."""
+    """Facts in memory, backed by the folder (``folder=None``: memory only). ``read_disk=False`` writes what it
+    learns but never reads an entry back: for decisions that must not come from the cache (the patch gate)."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, read_disk: bool = True, warning: str | None = None) -> None:
         self.folder = folder
+        self.read_disk = read_disk
         self._memory: dict[FactsKey, TemplateFacts] = {}
+        self._disk: CacheFolder | None = None
+        self._warning = warning
         self.disk_hits = 0
         self.disk_writes = 0
 
-    def _path(self, key: FactsKey) -> Path:
-        assert self.folder is not None
-        h = hashlib.sha256(repr((code_identity(), *key)).encode("utf-8", "surrogatepass")).hexdigest()
-        return self.folder / h[:2] / f"{h}.json"
+    @property
+    def disk(self) -> CacheFolder | None:
+        """The folder, opened and checked on first use; None when memory only or the folder is not trusted."""
+        if self.folder is None:
+            return None
+        if self._disk is None:
+            self._disk = CacheFolder(self.folder)
+        return self._disk if self._disk.usable else None
+
+    @property
+    def warning(self) -> str | None:
+        """Why the folder is not used (not ours, writable by others, no home), or None."""
+        if self._warning is None and self.folder is not None and self.disk is None:
+            return self._disk.warning if self._disk is not None else None
+        return self._warning
+
+    @staticmethod
+    def _name(key: FactsKey) -> str:
+        return repr((code_identity(), *key))
+
+    def path_of(self, key: FactsKey) -> Path | None:
+        disk = self.disk
+        return disk.path("templates", self._name(key)) if disk is not None else None
 
     def __getitem__(self, key: FactsKey) -> TemplateFacts:
         found = self._memory.get(key)
         if found is not None:
             return found
-        if self.folder is None:
+        facts = self._read(key)
+        if facts is None:
             raise KeyError(key)
-        path = self._path(key)
-        try:
-            if path.stat().st_size > MAX_ENTRY_BYTES:
-                raise KeyError(key)
-            facts = TemplateFacts.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise KeyError(key) from exc
         self._memory[key] = facts
         self.disk_hits += 1
         return facts
 
+    def _read(self, key: FactsKey) -> TemplateFacts | None:
+        """The entry for ``key`` decoded strictly, and only when it describes the template it is looked up for."""
+        disk = self.disk
+        if disk is None or not self.read_disk:
+            return None
+        data = disk.read("templates", self._name(key))
+        if data is None:
+            return None
+        try:
+            facts = TemplateFacts.from_dict(data)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+            facts = None
+        if facts is None or facts.sha256 != key[0]:
+            disk.remove("templates", self._name(key))
+            return None
+        return facts
+
     def __setitem__(self, key: FactsKey, facts: TemplateFacts) -> None:
         self._memory[key] = facts
-        if self.folder is not None:
-            self._write(self._path(key), facts)
-
-    def _write(self, path: Path, facts: TemplateFacts) -> None:
-        if write_entry(path, facts.to_dict()):
+        disk = self.disk
+        if disk is not None and disk.write("templates", self._name(key), facts.to_dict()):
             self.disk_writes += 1
+
+    def read_file_facts(self, key: str) -> tuple[str | None, str, int | None] | None:
+        """A file's upstream repo, how it was found and its first invalid UTF-8 byte, kept under ``key``."""
+        disk = self.disk
+        if disk is None or not self.read_disk:
+            return None
+        found = disk.read("files", key)
+        if isinstance(found, dict) and set(found) == set(FILE_FIELDS):
+            repo, how, invalid = (found[f] for f in FILE_FIELDS)
+            if (repo is None or isinstance(repo, str)) and isinstance(how, str):
+                if invalid is None or (isinstance(invalid, int) and not isinstance(invalid, bool) and invalid >= 0):
+                    return repo, how, invalid
+        if found is not None:
+            disk.remove("files", key)
+        return None
+
+    def write_file_facts(self, key: str, facts: tuple[str | None, str, int | None]) -> None:
+        disk = self.disk
+        if disk is not None:
+            disk.write("files", key, dict(zip(FILE_FIELDS, facts, strict=True)))
 
     def __delitem__(self, key: FactsKey) -> None:
         self._memory.pop(key, None)
@@ -161,3 +216,15 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
             return self[key]
         except KeyError:
             return default
+
+
+def open_store(*, read_disk: bool = True) -> FactsStore:
+    """The user's facts store, as the CLI uses it; its warning (a folder not trusted, no home) is shown once."""
+    folder = cache_folder()
+    if folder is None:
+        store = FactsStore(None, warning=NO_HOME.format(uid=os.geteuid()))
+    else:
+        store = FactsStore(folder, read_disk=read_disk)
+    if store.warning:
+        warn_once(store.warning)
+    return store

@@ -1,0 +1,371 @@
+"""Issue 27, the facts cache: an optimisation, never an authority. Every attack runs the real command line in
+a real process, on a real cache folder, and compares with ``--no-cache``.
+
+(a) special and damaged entries (a FIFO, a symlink to /dev/zero, a 2 GiB sparse file, ``"sha256": 7``, deep
+    nesting, every field given a wrong type) are a miss: they never hang, grow memory or change a verdict;
+(b) an entry copied over another (a good template's facts over the ChatML default's) is a miss;
+(c) a folder others can write into, or entries planted by another uid, are ignored with one warning;
+(d) no ``HOME`` and no passwd entry: the audit works, with one notice;
+(e) the patch gate never takes its safety decision from the cache, even from an entry whose tag verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CHATML
+from tests.procwatch import Watched, run_watched
+
+MakeGGUF = Callable[..., Path]
+SAMPLE = Path(__file__).parent.parent / "samples" / "hermes-2-pro-mistral-7b.chatml.gguf"
+GOOD = Path(__file__).parent.parent / "samples" / "hermes-2-pro-mistral-7b.upstream.gguf"
+MAGIC = b"gguftpl-cache-"
+OTHER_UID = 54321
+EVIL = "{{ ''.__class__.__mro__[1].__subclasses__() }}{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def run(cache: Path | None, *args: str | Path, timeout: float = 120.0, **kw: Any) -> Watched:
+    env = {"GGUFTPL_CACHE_DIR": str(cache)} if cache is not None else {}
+    return run_watched(*args, env={**env, **kw.pop("env", {})}, timeout=timeout, kill_above=1 << 30, **kw)
+
+
+Verdict = tuple[int | None, list[list[tuple[str, str, str]]]]
+
+
+def verdict(w: Watched) -> Verdict:
+    """The exit code and, per file, every finding's code, message and fix line, and the sha256 of each
+    template shown (the whole verdict)."""
+    assert w.killed is None, (w.killed, w.stderr[-2000:])
+    return w.returncode, findings(w.stdout)
+
+
+def findings(stdout: str) -> list[list[tuple[str, str, str]]]:
+    doc = json.loads(stdout)
+    return [
+        sorted((f["code"], f["message"], json.dumps(f.get("fix"), sort_keys=True)) for f in fa["findings"])
+        + [("template", str(t.get("sha256")), json.dumps(t, sort_keys=True)) for t in fa.get("templates") or ()]
+        for fa in doc["files"]
+    ]
+
+
+def no_cache(path: Path) -> Verdict:
+    return verdict(run(None, "audit", "--no-cache", "--format", "json", path))
+
+
+def entries(cache: Path, kind: str) -> list[Path]:
+    """The entries of one kind: ``files`` (per-file facts) or ``templates`` (template facts)."""
+    found = [p for p in cache.rglob("*.json") if not p.name.startswith(".")]
+    return sorted(p for p in found if ("files" in p.relative_to(cache).parts) == (kind == "files"))
+
+
+def read_entry(path: Path) -> Any:
+    raw = path.read_bytes()
+    if raw.startswith(MAGIC):
+        return json.loads(raw.partition(b"\n")[2])["data"]
+    return json.loads(raw)
+
+
+def sealed_write(path: Path, data: Any) -> None:
+    """Rewrite an entry with a tag that verifies: what an entry written by a buggy gguftpl, or by someone who
+    holds the secret, looks like. Plain JSON where the cache had no tags."""
+    raw = path.read_bytes()
+    if not raw.startswith(MAGIC):
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return
+    from gguftpl.templates.cachedisk import CacheFolder
+
+    root = next(p for p in path.parents if (p / "secret").is_file())
+    key = json.loads(raw.partition(b"\n")[2])["key"]
+    body = json.dumps({"key": key, "data": data}, separators=(",", ":")).encode()
+    path.write_bytes(CacheFolder(root).seal(path.name, body) + b"\n" + body)
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Path:
+    """A cache folder that has seen the ChatML sample once."""
+    cache = tmp_path / "cache"
+    first = run(cache, "audit", "--format", "json", SAMPLE)
+    assert verdict(first) == no_cache(SAMPLE)
+    assert entries(cache, "templates") and entries(cache, "files")
+    return cache
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path, 0o600)
+
+
+def _zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _sparse(path: Path) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(2 << 30)
+
+
+def _deep(path: Path) -> None:
+    path.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+
+
+def _sha7(path: Path) -> None:
+    data = read_entry(path)
+    if "sha256" in data:
+        data["sha256"] = 7
+    else:
+        data["how"] = 7
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _sha7_sealed(path: Path) -> None:
+    data = read_entry(path)
+    data["sha256" if "sha256" in data else "how"] = 7
+    sealed_write(path, data)
+
+
+def _deep_sealed(path: Path) -> None:
+    data = read_entry(path)
+    data["head" if "head" in data else "how"] = json.loads("[" * 500 + "]" * 500)
+    sealed_write(path, data)
+
+
+DAMAGE = {
+    "fifo": _fifo,
+    "symlink-to-dev-zero": _zero,
+    "sparse-2GiB": _sparse,
+    "deep-nesting": _deep,
+    "sha256-7": _sha7,
+    "sha256-7-sealed": _sha7_sealed,
+    "deep-nesting-sealed": _deep_sealed,
+}
+
+
+@pytest.mark.parametrize("kind", ["templates", "files"])
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_a_damaged_or_special_entry_is_a_miss(warm: Path, damage: str, kind: str) -> None:
+    for path in entries(warm, kind):
+        DAMAGE[damage](path)
+    res = run(warm, "audit", "--format", "json", SAMPLE, timeout=20)
+    assert res.killed is None, f"{damage}: {res.killed} after {res.seconds:.0f}s, {res.peak_main >> 20} MB"
+    assert res.peak_main < 400 << 20, res.peak_main
+    assert verdict(res) == no_cache(SAMPLE)
+    for path in entries(warm, kind):  # a bad regular file was removed, and the audit wrote a good one
+        assert path.is_file() and not path.is_symlink() and path.stat().st_size < 1 << 20
+
+
+def _wrong(value: Any) -> Any:
+    if isinstance(value, str):
+        return 7
+    if isinstance(value, bool | int | float):
+        return "7"
+    if value is None:
+        return {"bad": [7]}
+    return 7
+
+
+def test_every_field_of_the_wrong_type_is_a_miss(warm: Path) -> None:
+    """A tagged entry whose JSON is well-formed but not facts (each field in turn given a wrong type): a miss, so
+    the facts are gathered again; never an error, never another verdict."""
+    from gguftpl.templates.facts import TemplateFacts
+    from gguftpl.templates.factstore import FactsStore
+
+    (path,) = entries(warm, "templates")
+    original, good = path.read_bytes(), read_entry(path)
+    base = TemplateFacts.from_dict(good)
+    (key,) = _keys_of(FactsStore(warm / "facts"), base)
+    assert FactsStore(warm / "facts").get(key) == base
+    for field in sorted(good):
+        if field == "tools_static":
+            continue  # derived, not read back
+        path.write_bytes(original)
+        sealed_write(path, {**good, field: _wrong(good[field])})
+        store = FactsStore(warm / "facts")
+        assert store.get(key) is None, f"{field}: {good[field]!r} -> {_wrong(good[field])!r} was read back"
+        assert not path.exists()  # removed: the next audit writes a good one
+
+
+def _keys_of(store: Any, facts: Any) -> list[Any]:
+    """The key the sample's default template was stored under (the one entry in the folder)."""
+    from gguftpl.auditcache import AnalysisCache
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset, special_token_text, template_special_tokens
+    from gguftpl.templates.factstore import facts_key
+
+    tset = load_templateset(read_header(SAMPLE))
+    bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    specials = template_special_tokens(tset)
+    for asked in (False, True):
+        for others in ((), AnalysisCache()._other_engines("hf")):
+            key = facts_key(facts.sha256, bos, eos, asked, specials, others)
+            if _stored(store, key):
+                return [key]
+    raise AssertionError("no entry for the sample's default")
+
+
+def _stored(store: Any, key: Any) -> bool:
+    path = store.path_of(key) if hasattr(store, "path_of") else store._path(key)
+    return path is not None and bool(path.exists())
+
+
+# ------------------------------------------------------------------------------------------------ (b)
+
+
+def test_good_facts_copied_over_the_chatml_default_are_a_miss(tmp_path: Path) -> None:
+    """Issue 27 item 1 and 4: the facts of a good template (and the per-file entry of a good file) copied over
+    the ChatML default's; the next audit still reports GT201 with the real sha256 and the real fix line."""
+    cache = tmp_path / "cache"
+    run(cache, "audit", "--format", "json", GOOD)
+    good_templates = {read_entry(p)["name"]: p for p in entries(cache, "templates")}
+    good_files = entries(cache, "files")
+    run(cache, "audit", "--format", "json", SAMPLE)
+    (chatml,) = [p for p in entries(cache, "templates") if p not in good_templates.values()]
+    (chatml_file,) = [p for p in entries(cache, "files") if p not in good_files]
+    shutil.copyfile(good_templates["default"], chatml)
+    shutil.copyfile(good_files[0], chatml_file)
+    res = run(cache, "audit", "--format", "json", SAMPLE)
+    expected = no_cache(SAMPLE)
+    assert verdict(res) == expected and expected[0] == 1
+    assert "GT201" in [code for code, _, _ in expected[1][0]]
+    shown = [sha for what, sha, _ in verdict(res)[1][0] if what == "template"]
+    assert shown == [hashlib.sha256(_default_text().encode()).hexdigest()]
+
+
+def _default_text() -> str:
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset
+
+    return str(load_templateset(read_header(SAMPLE)).templates["default"].text)
+
+
+# ------------------------------------------------------------------------------------------------ (c)
+
+
+def _warnings(res: Watched) -> list[str]:
+    return [line for line in res.stderr_lines if "cache" in line]
+
+
+def _poison(cache: Path) -> None:
+    """The ChatML default's facts replaced with the upstream default's, tag and all (what a forger holding the
+    secret, or the other user's own gguftpl, would write)."""
+    run(cache, "audit", "--format", "json", GOOD)
+    good = {read_entry(p)["name"]: read_entry(p) for p in entries(cache, "templates")}["default"]
+    sha = hashlib.sha256(_default_text().encode()).hexdigest()
+    for path in entries(cache, "templates"):
+        if read_entry(path)["sha256"] == sha:
+            sealed_write(path, {**good, "sha256": sha, "key": read_entry(path)["key"]})
+
+
+def test_a_folder_others_can_write_into_is_ignored_with_one_warning(warm: Path) -> None:
+    _poison(warm)
+    warm.chmod(0o777)
+    res = run(warm, "audit", "--format", "json", SAMPLE, GOOD)
+    assert verdict(res) == verdict(run(None, "audit", "--no-cache", "--format", "json", SAMPLE, GOOD))
+    (line,) = _warnings(res)
+    assert "writable by others" in line and str(warm) in line, res.stderr
+
+
+def _write_as_other_user(path: Path, data: bytes) -> None:
+    """A real process of another uid (forked, then setuid to a uid nobody uses) writes ``path``."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the parents of tmp_path are root's
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
+            os.write(fd, data)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting as another uid needs root")
+def test_an_entry_planted_by_another_uid_is_ignored(warm: Path) -> None:
+    """Another uid (a real process, setuid to a uid nobody uses) plants poisoned facts in a shared folder."""
+    _poison(warm)
+    planted = []
+    for path in entries(warm, "templates"):
+        data = path.read_bytes()
+        path.unlink()
+        planted.append((path, data))
+    for folder in {p.parent for p, _ in planted} | {warm, warm / "facts"}:
+        folder.chmod(0o1777)
+    for path, data in planted:
+        _write_as_other_user(path, data)
+        assert path.stat().st_uid == OTHER_UID
+    res = run(warm, "audit", "--format", "json", SAMPLE)
+    assert verdict(res) == no_cache(SAMPLE)
+    assert len(_warnings(res)) == 1, res.stderr
+
+
+# ------------------------------------------------------------------------------------------------ (d)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="a uid without a passwd entry needs root and unshare"
+)
+@pytest.mark.parametrize("command", ["audit", "patch"])
+def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
+    """Issue 27 item 7: ``HOME`` unset, a uid unknown to /etc/passwd, no cache variables."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "GGUFTPL_CACHE_DIR", "XDG_CACHE_HOME")}
+    env["PYTHONPATH"] = str(Path(__file__).parent.parent)
+    args = ["audit", "--format", "json", str(SAMPLE)]
+    if command == "patch":
+        tpl = tmp_path / "tool_use.jinja"
+        tpl.write_text(CHATML, encoding="utf-8")
+        args = ["patch", str(SAMPLE), "--template", f"tool_use={tpl}", "-o", str(tmp_path / "out.gguf")]
+    as_other = ["unshare", "--user", f"--map-user={OTHER_UID}", f"--map-group={OTHER_UID}"]
+    proc = subprocess.run(
+        [*as_other, sys.executable, "-m", "gguftpl", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
+    assert proc.returncode == (1 if command == "audit" else 0), proc.stderr
+    notices = [line for line in proc.stderr.splitlines() if "cache" in line]
+    assert len(notices) == 1, proc.stderr
+    if command == "audit":
+        assert no_cache(SAMPLE)[1] == findings(proc.stdout)
+
+
+# ------------------------------------------------------------------------------------------------ (e)
+
+
+def test_the_patch_gate_never_trusts_the_cache(tmp_path: Path, make_gguf: MakeGGUF) -> None:
+    """Issue 27 item 3: the cached facts of a sandbox-escape ``tool_use`` made to look clean (tag and all):
+    the patch is still refused, and nothing is written."""
+    cache = tmp_path / "cache"
+    src = make_gguf("m.gguf", templates={"default": CHATML})
+    evil = tmp_path / "evil.jinja"
+    evil.write_text(EVIL, encoding="utf-8")
+    out = tmp_path / "out.gguf"
+    args = ("patch", src, "--template", f"tool_use={evil}", "-o", out)
+    first = run(cache, *args)
+    assert first.returncode == 2 and "refusing" in first.stderr and not out.exists(), first.stderr
+    sha = hashlib.sha256(EVIL.encode()).hexdigest()
+    clean = next(read_entry(p) for p in entries(cache, "templates") if read_entry(p)["sha256"] != sha)
+    poisoned = 0
+    for path in entries(cache, "templates"):
+        data = read_entry(path)
+        if data["sha256"] == sha:
+            sealed_write(path, {**clean, "name": data["name"], "key": data["key"], "sha256": sha, "size": data["size"]})
+            poisoned += 1
+    assert poisoned
+    again = run(cache, *args)
+    assert again.returncode == 2 and "refusing" in again.stderr and "GT4" in again.stderr, again.stderr
+    assert not out.exists()

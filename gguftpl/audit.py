@@ -28,6 +28,7 @@ from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
 
 __all__ = [
@@ -68,6 +69,9 @@ class FileAudit:
     """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
     repo_level: bool = False
     """Not a file: the entry that carries a repo's or folder's own findings (``--repo``, ``--repo-check``)."""
+    repair: Repair | None = None
+    """The file's one repair of its tool calling (``gguftpl.repair``): what every fix line about lost tools says,
+    and the report's last line; None when the file could not be audited."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -295,11 +299,13 @@ def audit_header(
             templates=loaded.facts.templates,
             header=header,
             upstream_repo=loaded.upstream_repo,
+            upstream_how=loaded.upstream_how,
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
         audit.findings = run_checks(ctx, keep)
         audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
+        audit.repair = ctx.repair
         if options.runtimes is not None:
             audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
             audit.runtimes = audit.runtimes.only(options.runtimes)
@@ -399,7 +405,8 @@ def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label
     from gguftpl.verify.findings import llamacpp_findings
 
     try:
-        found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)
+        repair = audit.repair.text() if audit.repair is not None else None
+        found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo, repair=repair or None)
     except LlamaCppLoadError as exc:
         # one file llama.cpp refuses must not end the audit of the others: it is a finding about that file
         found = [make_finding(LLAMACPP_LOAD_FAILED, str(exc), Location(file=label), evidence="\n".join(exc.log[:20]))]

@@ -46,6 +46,8 @@ def file_dict(fa: FileAudit) -> dict[str, Any]:
     }
     if fa.runtimes is not None:
         d["runtimes"] = fa.runtimes.to_list()
+    if fa.repair is not None:
+        d["repair"] = fa.repair.to_dict()
     if fa.notes:  # only when there is something to say (e.g. a later shard read through shard 1)
         d["notes"] = list(fa.notes)
     return d

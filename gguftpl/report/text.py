@@ -92,6 +92,20 @@ class TextFormatter:
             out.extend(self._finding(f, run) for f in findings)
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
+        out.extend(self._verdict(fa))
+        return out
+
+    def _verdict(self, fa: FileAudit) -> list[str]:
+        """The file's last lines: where the tools reach the prompt, runtime by runtime, and its one repair."""
+        if fa.runtimes is None or not fa.runtimes.rows:
+            return []
+        from gguftpl.repair import verdict_line
+
+        out = [f"  verdict: {printable(verdict_line(fa.runtimes))}"]
+        repair = fa.repair
+        if repair is not None and repair.needed:
+            fix = self._s(printable(repair.command), fg="cyan") if repair.command else printable(repair.advice)
+            out.append(f"  fix: {fix}")
         return out
 
     def _runtimes(self, fa: FileAudit) -> list[str]:

@@ -15,6 +15,7 @@ from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
 
 if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
 
@@ -33,6 +34,8 @@ class FileContext:
     header: Any = None
     """The GGUF header (metadata types, tensor extent), when there is one."""
     upstream_repo: str | None = None
+    upstream_how: str = ""
+    """How ``upstream_repo`` was found, or why none was (the discovery's words)."""
     skipped: tuple[str, ...] = ()
     """Named templates not analysed (past the bound on distinct texts)."""
     max_analysed: int = 0
@@ -73,10 +76,37 @@ class FileContext:
         return shlex.quote(self.file) if self.file else "FILE"
 
     def hub_fix(self, name: str) -> str:
-        """The command that puts upstream's templates back, or sets template ``name`` from a file."""
+        """The command that puts upstream's templates back (the file's one repair, :attr:`repair`), or sets
+        template ``name`` from a file when nothing is known of upstream: the catalog entry when it holds the
+        upstream (offline), else the Hub repo the metadata names."""
+        from gguftpl.repair import patch_command, upstream_of
+
+        up = upstream_of(self.upstream_repo, self.upstream_how)
+        if up.entry is not None:
+            return patch_command(self.file, "--from-catalog", shlex.quote(up.entry.repo_id))
         if self.upstream_repo:
-            return f"gguftpl patch {self.quoted()} --from-hub {self.upstream_repo} -o FIXED.gguf"
+            return patch_command(self.file, "--from-hub", shlex.quote(self.upstream_repo))
         return f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
+
+    @cached_property
+    def repair(self) -> Repair:
+        """The file's one repair of its tool calling (:func:`gguftpl.repair.file_repair`), computed once while
+        the file is open (the vocabulary is looked up for the markers upstream's template needs)."""
+        from gguftpl.repair import file_repair, upstream_of
+
+        tset = self.tset
+        token_id = tset.token_id if tset is not None and tset.has_vocab else None
+        return file_repair(
+            self.file,
+            self.runtimes,
+            upstream_of(self.upstream_repo, self.upstream_how),
+            token_id=token_id,
+            has_templates=bool(tset is not None and tset.templates),
+        )
+
+    def tools_fix(self) -> str | None:
+        """The fix line of a finding saying the tools never reach the prompt: the file's repair."""
+        return self.repair.text() or None
 
     def tool_capable(self) -> list[str]:
         """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""

@@ -303,7 +303,7 @@ def audit_header(
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
-        audit.findings = run_checks(ctx, keep)
+        audit.findings = _mark_upstream_own(run_checks(ctx, keep), loaded.tset)
         audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
         audit.repair = ctx.repair
         if options.runtimes is not None:
@@ -324,6 +324,21 @@ def audit_header(
         audit.findings = [f for f in [stopped, *also] if keep(f.code)]
     audit.seconds = time.perf_counter() - start
     return audit
+
+
+def _mark_upstream_own(findings: list[Finding], tset: Any) -> list[Finding]:
+    """Findings in a template that is upstream's own (:func:`gguftpl.repair.upstream_templates`) say so in
+    ``extra["from_upstream"]``: they come with upstream's template and are expected."""
+    from dataclasses import replace
+
+    from gguftpl.repair import upstream_templates
+
+    own = upstream_templates(tset)
+    if not own:
+        return findings
+    return [
+        replace(f, extra={**f.extra, "from_upstream": own[f.template]}) if f.template in own else f for f in findings
+    ]
 
 
 def _first_bytes(path: str | os.PathLike[str], n: int = 16) -> str:

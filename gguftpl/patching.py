@@ -32,8 +32,11 @@ from gguftpl.patchplan import (
 )
 
 if TYPE_CHECKING:
+    from gguftpl.audit import FileAudit
     from gguftpl.findings import Finding
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.toolsdefault import ToolsDefault
+    from gguftpl.runtimes.view import RuntimeView
     from gguftpl.upstream.resolve import UpstreamSource
 
 
@@ -88,6 +91,12 @@ class PatchResult:
     """The before/after as counts, fixed and introduced findings; None when not audited."""
     tools_default: ToolsDefault | None = None
     """``--tools-in-default``: the new default and the rendering proof made before writing."""
+    runtimes_before: RuntimeView | None = None
+    """The input's runtime view: where the tools reach the prompt before (None when not audited)."""
+    runtimes_after: RuntimeView | None = None
+    """The output's runtime view: where they reach it after."""
+    repair_after: Repair | None = None
+    """The output's own repair (``gguftpl.repair``): ``needed`` is False when no runtime loses the tools any more."""
 
     @property
     def written(self) -> bool:
@@ -96,7 +105,8 @@ class PatchResult:
 
 def summarize(before: Sequence[Finding], after: Sequence[Finding]) -> AuditSummary:
     """Counts per severity of every finding, and which were fixed or introduced (a finding is the same one
-    after when its code, template and key are; two alike count twice)."""
+    after when its identity is, :func:`identity`: code, template, key and what kind of message it is; those of
+    one identity are matched with the same severity first; two alike count twice)."""
 
     def counts(fs: Sequence[Finding]) -> dict[str, int]:
         by = {s: 0 for s in ("error", "warning", "info")}
@@ -105,11 +115,19 @@ def summarize(before: Sequence[Finding], after: Sequence[Finding]) -> AuditSumma
         return by
 
     def unmatched(these: Sequence[Finding], others: Sequence[Finding]) -> tuple[Finding, ...]:
-        left = Counter(_identity(f) for f in others)
-        out = []
+        exact = Counter((identity(f), f.severity) for f in others)
+        left = Counter(identity(f) for f in others)
+        first = []  # pass 1: the same finding with the same severity (two GT106 of one template differ in it)
         for f in these:
-            if left[_identity(f)] > 0:
-                left[_identity(f)] -= 1
+            if exact[(identity(f), f.severity)] > 0:
+                exact[(identity(f), f.severity)] -= 1
+                left[identity(f)] -= 1
+            else:
+                first.append(f)
+        out = []
+        for f in first:  # pass 2: the same finding whose severity changed
+            if left[identity(f)] > 0:
+                left[identity(f)] -= 1
             else:
                 out.append(f)
         return tuple(out)
@@ -117,9 +135,21 @@ def summarize(before: Sequence[Finding], after: Sequence[Finding]) -> AuditSumma
     return AuditSummary(counts(before), counts(after), unmatched(before, after), unmatched(after, before))
 
 
-def _identity(f: Finding) -> tuple[str, str | None, str | None]:
-    # the file name differs between input and output, and messages may quote it: not part of the identity
-    return f.code, f.template, f.location.key
+KIND_KEYS = ("probe", "marker", "engine", "runtime", "runtimes", "stage", "check", "dialect")
+"""The extras of a finding that say what kind of message it is (GT106 on a null content or on text parts)."""
+
+
+def identity(f: Finding) -> tuple[Any, ...]:
+    """What makes a finding the same one before and after a patch: its code, template, key and message kind
+    (``KIND_KEYS``); the file name differs between input and output, and messages may quote it, so neither counts.
+    Every finding saying that the tools never reach the prompt is one verdict whatever drops them (no template,
+    llama.cpp's ChatML fallback, a template that ignores them): the same finding (``gguftpl.repair``)."""
+    from gguftpl.repair import TOOLS_NEVER_REACH
+
+    if f.extra.get("verdict") == TOOLS_NEVER_REACH:
+        return (TOOLS_NEVER_REACH,)
+    kind = tuple((k, str(f.extra[k])) for k in KIND_KEYS if k in f.extra)
+    return f.code, f.template, f.location.key, kind
 
 
 # ---------------------------------------------------------------------------------------------- the pipeline
@@ -148,7 +178,8 @@ def run_patch(
     # it for the audits that follow; but the gate's decision (GT1xx/GT4xx/GT606) and the fix lines never come
     # from the cache: every fact this patch acts on is gathered here (issue 27)
     cache = AnalysisCache.on_disk(read_disk=False)
-    audited = _audit(plan.path, cache)
+    input_audit = _audit(plan.path, cache)
+    audited = tuple(input_audit.findings)
     if not options.allow_new_errors:
         _refuse_new_errors(plan, out_s, audited, cache)
     before = audited if options.audit else None
@@ -162,15 +193,29 @@ def run_patch(
         permissions=output_permissions(plan.path, in_place=options.in_place),
     )
     readback = _read_back(plan, out_s)
-    after = _audit(out_s, cache) if options.audit else None
+    output_audit = _audit(out_s, cache) if options.audit else None
+    after = tuple(output_audit.findings) if output_audit is not None else None
     summary = summarize(before, after) if before is not None and after is not None else None
-    return PatchResult(plan, out_s, proof, True, readback, before, after, summary, tools_default)
+    return PatchResult(
+        plan,
+        out_s,
+        proof,
+        True,
+        readback,
+        before,
+        after,
+        summary,
+        tools_default,
+        input_audit.runtimes if options.audit else None,
+        output_audit.runtimes if output_audit is not None else None,
+        output_audit.repair if output_audit is not None else None,
+    )
 
 
-def _audit(path: str, cache: Any = None) -> tuple[Finding, ...]:
+def _audit(path: str, cache: Any = None) -> FileAudit:
     from gguftpl.audit import audit_file
 
-    return tuple(audit_file(path, cache=cache).findings)
+    return audit_file(path, cache=cache)
 
 
 REFUSED_CODES = ("GT102", "GT4", "GT606")
@@ -331,12 +376,19 @@ def patch_from_upstream(
     provenance: bool = True,
     options: PatchOptions | None = None,
     progress: ProgressFn | None = None,
+    tools_in_default: bool = False,
+    accept_differences: bool = False,
 ) -> PatchResult:
     """Copy the chat templates of an upstream repo into ``src``, written to ``out`` (or over ``src`` with
     ``in_place``): from ``repo`` (``ORG/NAME[@REV]`` on the Hub, at ``revision``) or ``catalog`` (a bundled
     catalog entry ``ORG/NAME``, or ``"auto"`` for the one matching the GGUF). Every upstream template is
     written (or the ``only`` ones); the file's other templates are kept. A Hub that cannot be reached falls
     back to the catalog, saying so in ``result.plan.warnings``.
+
+    ``tools_in_default`` is ``patch --from-catalog/--from-hub --tools-in-default``, the repair ``audit`` prints
+    (``gguftpl.repair``): the default then carries upstream's tool_use for the runtimes that read nothing else,
+    proven by rendering before anything is written (a prompt that differs raises ``PatchError`` unless
+    ``accept_differences``).
 
     ``options`` gives every option at once (then leave ``in_place`` and ``provenance`` alone). For
     ``--remove`` or no catalog fallback, plan with ``plan_upstream_patch`` and carry it out with ``run_patch``."""
@@ -350,8 +402,36 @@ def patch_from_upstream(
     source = UpstreamSource(repo=repo, revision=revision, catalog=catalog, labels=("repo", "folder", "catalog"))
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any request
+    if tools_in_default:
+        return _carry_out_tools_in_default(src_s, out, source, opts, progress, accept_differences, only=only)
+    if accept_differences:
+        raise UsageError("accept_differences goes with tools_in_default")
     plan = plan_upstream_patch(src_s, source, only=only, provenance=opts.provenance)
     return run_patch(plan, out, opts, progress=progress)
+
+
+def _carry_out_tools_in_default(
+    src: str,
+    out: str | os.PathLike[str] | None,
+    source: UpstreamSource | None,
+    opts: PatchOptions,
+    progress: ProgressFn | None,
+    accept_differences: bool,
+    *,
+    only: Sequence[str] | None = None,
+) -> PatchResult:
+    """Plan and prove ``--tools-in-default`` (after ``source``'s templates), refuse differences unless accepted,
+    then write."""
+    from gguftpl.errors import PatchError
+    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
+
+    plan, made = plan_tools_in_default(src, source, only=only, provenance=opts.provenance)
+    if made is not None:
+        try:
+            refuse_unless_accepted(made, accept_differences)
+        except PatchError as exc:
+            raise PatchError(f"{exc}\n{made.proof.text()}") from None
+    return run_patch(plan, out, opts, progress=progress, tools_default=made)
 
 
 def _options(options: PatchOptions | None, **flags: bool) -> PatchOptions:
@@ -473,8 +553,6 @@ def patch_tools_in_default(
     vLLM), after copying upstream's templates from ``repo`` or ``catalog`` when given: proven by rendering
     before it is written; a prompt that differs refuses the patch (``PatchError``, with the differences)
     unless ``accept_differences``."""
-    from gguftpl.errors import PatchError
-    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
     from gguftpl.upstream.resolve import UpstreamSource
 
     opts = options or PatchOptions()
@@ -487,10 +565,4 @@ def patch_tools_in_default(
     )
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)
-    plan, made = plan_tools_in_default(src_s, source, provenance=opts.provenance)
-    if made is not None:
-        try:
-            refuse_unless_accepted(made, accept_differences)
-        except PatchError as exc:
-            raise PatchError(f"{exc}\n{made.proof.text()}") from None
-    return run_patch(plan, out, opts, progress=progress, tools_default=made)
+    return _carry_out_tools_in_default(src_s, out, source, opts, progress, accept_differences)

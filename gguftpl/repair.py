@@ -73,7 +73,9 @@ def upstream_from_config(config: Any, how: str) -> Upstream:
     """The :class:`Upstream` of a resolved upstream (``UpstreamConfig``: the Hub, a folder or the catalog)."""
     if config.origin == "catalog":
         found = upstream_of(config.repo_id, how)
-        return found if found.entry is not None else Upstream(config.repo_id, how, None, "exact", dict(config.templates))
+        if found.entry is not None:
+            return found
+        return Upstream(config.repo_id, how, None, "exact", dict(config.templates))
     return Upstream(config.repo_id or None, how, None, "metadata", dict(config.templates))
 
 
@@ -293,7 +295,8 @@ def verdict_line(view: RuntimeView) -> str:
             key = "unknown"
         groups.setdefault(key, []).append(r.name)
     yes = groups.get("yes", [])
-    head = f"tools reach the prompt in {len(yes)} of {len(view.rows)} runtimes" + (f" ({', '.join(yes)})" if yes else "")
+    head = f"tools reach the prompt in {len(yes)} of {len(view.rows)} runtimes"
+    head += f" ({', '.join(yes)})" if yes else ""
     words = {
         DROPPED: "dropped",
         REFUSED: "refused",
@@ -303,3 +306,56 @@ def verdict_line(view: RuntimeView) -> str:
     }
     rest = [f"{words[k]}: {', '.join(groups[k])}" for k in words if groups.get(k)]
     return head + ("; " + "; ".join(rest) if rest else "")
+
+
+# ------------------------------------------------------------------------------------- upstream's own templates
+
+_UPSTREAM_ORIGINS = ("hub", "cache", "catalog", "dir", "json")
+"""``gguftpl.patch.source`` values of a patch that copied upstream's templates (``patchplan``)."""
+
+
+def upstream_templates(tset: Any) -> dict[str, str]:
+    """Which of the file's templates are upstream's own, name -> whose (``NousResearch/…:tool_use``): byte-equal to a
+    bundled catalog template, or written by a patch from upstream and unchanged since (its provenance), or a
+    ``--tools-in-default`` default built from two such templates. Findings in them come with upstream's template:
+    expected, and not the repair's doing."""
+    from gguftpl.errors import GGUFTplError
+    from gguftpl.gguf.templateset import sha256_text
+
+    prov = {k: v for k, v in (getattr(tset, "provenance", {}) or {}).items() if k.startswith("gguftpl.patch.")}
+    p = "gguftpl.patch."
+    repo = prov.get(p + "source_repo") or "upstream"
+    copied = prov.get(p + "source") in _UPSTREAM_ORIGINS or bool(prov.get(p + "source_repo"))
+    try:
+        from gguftpl.upstream.catalog import load_catalog
+
+        catalog: Any = load_catalog()
+    except GGUFTplError:
+        catalog = None
+
+    def whose(sha: Any) -> str | None:
+        if not isinstance(sha, str):
+            return None
+        found = catalog.by_sha256(sha) if catalog is not None else []
+        if found:
+            return f"{found[0][0].repo_id}:{found[0][1]}"
+        for name in getattr(tset, "templates", {}):
+            source = prov.get(f"{p}template.{name}.source")
+            if copied and prov.get(f"{p}template.{name}.sha256") == sha and source != "tools-in-default":
+                return f"{repo}:{name}"
+        return None
+
+    out: dict[str, str] = {}
+    for name, t in getattr(tset, "templates", {}).items():
+        sha = getattr(t, "sha256", None) or sha256_text(t.text)
+        own = whose(sha)
+        if own is None and name == "default" and prov.get(p + "template.default.sha256") == sha:
+            parts = [
+                whose(prov.get(p + "tools_in_default.tool_use_sha256")),
+                whose(prov.get(p + "tools_in_default.default_sha256")),
+            ]
+            if all(parts):
+                own = f"built by --tools-in-default from {' and '.join(str(x) for x in parts)}"
+        if own is not None:
+            out[name] = own
+    return out

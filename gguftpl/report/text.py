@@ -135,6 +135,8 @@ class TextFormatter:
     def _finding(self, f: Finding, run: AuditRun) -> str:
         sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
         parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {printable(f.message)}"]
+        if f.extra.get("from_upstream"):
+            parts[0] += f" (from upstream's own template: {printable(str(f.extra['from_upstream']))})"
         at = where(f)
         if at:
             parts.append(f"      at {printable(at)}")

@@ -92,9 +92,9 @@ def result_text(result: PatchResult) -> str:
 
         lines += [
             "",
-            "runtimes (before -> after):",
-            f"  before: {verdict_line(result.runtimes_before)}",
-            f"  after:  {verdict_line(result.runtimes_after)}",
+            "runtimes (input -> output):",
+            f"  input:  {verdict_line(result.runtimes_before)}",
+            f"  output: {verdict_line(result.runtimes_after)}",
         ]
         if result.repair_after is not None and result.repair_after.needed:
             lines.append(f"  still to repair: {result.repair_after.text()}")

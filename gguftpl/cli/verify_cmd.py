@@ -207,12 +207,12 @@ def _text(result: Any, view: Any = None, repair: Any = None) -> str:
             lines.append(f"          {printable(ev_line)}")
     if view is not None:
         lines += _runtime_lines(view)
-    failed = [s.name for s in result.stages if not s.ok]
-    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     if view is not None:
         from gguftpl.repair import verdict_line
 
         lines.append(f"verdict: {verdict_line(view)}")
+    failed = [s.name for s in result.stages if not s.ok]
+    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     if failed and result.template == INCOMPLETE:
         lines.append("repair: download the file again and compare its size (and sha256) with the one the repo lists")
     elif failed or (repair is not None and repair.needed):

@@ -486,7 +486,7 @@ def plan_tools_in_default(
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import tools_in_default
+    from gguftpl.runtimes.toolsdefault import NoToolUseError, tools_in_default
 
     with read_header(src) as header:
         tset = load_templateset(header)
@@ -500,6 +500,10 @@ def plan_tools_in_default(
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
     try:
         made = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+    except NoToolUseError:
+        if base is None:
+            raise
+        raise PatchError(_no_tool_use(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):
             raise
@@ -511,6 +515,21 @@ def plan_tools_in_default(
     if provenance:
         plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made, layered=base is None)
     return plan, made
+
+
+def _no_tool_use(base: PatchPlan) -> str:
+    """Why ``--tools-in-default`` after upstream's templates has nothing to carry: upstream has no tool_use, and
+    its default (copied or not) puts no tool schema in the prompt."""
+    from gguftpl.repair import NO_TOOL_TEMPLATE
+
+    up = base.upstream
+    who = f"upstream {up.label}" if up is not None else "upstream"
+    names = ", ".join(sorted(up.templates)) if up is not None else ""
+    return (
+        f"--tools-in-default: {who} has no tool_use template (its templates: {names or 'none'}) and its default "
+        f"puts no tool schema in the prompt, so there is nothing to carry into the default: {NO_TOOL_TEMPLATE}; "
+        "nothing written"
+    )
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:

@@ -157,6 +157,8 @@ class Repair:
     """The runtimes that lose the tools now."""
     upstream: str = ""
     """Which upstream the repair takes its templates from, and how it was matched."""
+    how: str = ""
+    """How that upstream was found (the discovery's words)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -272,7 +274,8 @@ def _from_upstream(
     if not tt.default_renders and others:
         flags.append("--tools-in-default")
     advice = "" if entry is not None else "needs the Hub: the catalog does not hold this upstream"
-    return Repair(patch_command(label, *flags), advice, "catalog" if entry is not None else "hub", dropping, matched)
+    source = "catalog" if entry is not None else "hub"
+    return Repair(patch_command(label, *flags), advice, source, dropping, matched, upstream.how)
 
 
 # --------------------------------------------------------------------------------------------------- verdict

@@ -268,5 +268,11 @@ def _repair_hint(result: Any, repair: Any = None) -> str:
             "repair: every runtime gets the tools; the failed stages are about the template's own call format "
             "(see above), which no template repair gguftpl knows changes"
         )
-    upstream = f"upstream: {repair.upstream}\n" if repair.upstream and repair.command else ""
+    upstream = ""
+    if repair.source == "catalog":
+        upstream = (
+            f"upstream: {repair.how or repair.upstream} (its templates are in the bundled catalog: no network needed)\n"
+        )
+    elif repair.upstream and repair.command:
+        upstream = f"upstream: {repair.upstream}\n"
     return f"{upstream}repair: {repair.text()}"

@@ -378,6 +378,7 @@ def patch_from_upstream(
     progress: ProgressFn | None = None,
     tools_in_default: bool = False,
     accept_differences: bool = False,
+    accept_family: bool = False,
 ) -> PatchResult:
     """Copy the chat templates of an upstream repo into ``src``, written to ``out`` (or over ``src`` with
     ``in_place``): from ``repo`` (``ORG/NAME[@REV]`` on the Hub, at ``revision``) or ``catalog`` (a bundled
@@ -388,7 +389,8 @@ def patch_from_upstream(
     ``tools_in_default`` is ``patch --from-catalog/--from-hub --tools-in-default``, the repair ``audit`` prints
     (``gguftpl.repair``): the default then carries upstream's tool_use for the runtimes that read nothing else,
     proven by rendering before anything is written (a prompt that differs raises ``PatchError`` unless
-    ``accept_differences``).
+    ``accept_differences``). A named ``catalog`` entry that is not the file's upstream and whose vocabulary or
+    special tokens differ is refused (``HubError``) unless ``accept_family``.
 
     ``options`` gives every option at once (then leave ``in_place`` and ``provenance`` alone). For
     ``--remove`` or no catalog fallback, plan with ``plan_upstream_patch`` and carry it out with ``run_patch``."""
@@ -399,7 +401,13 @@ def patch_from_upstream(
         raise UsageError("name the upstream: repo='ORG/NAME' (the Hub) or catalog='ORG/NAME' (or 'auto')")
     if revision and not repo:
         raise UsageError("revision goes with repo")
-    source = UpstreamSource(repo=repo, revision=revision, catalog=catalog, labels=("repo", "folder", "catalog"))
+    source = UpstreamSource(
+        repo=repo,
+        revision=revision,
+        catalog=catalog,
+        accept_family=accept_family,
+        labels=("repo", "folder", "catalog"),
+    )
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any request
     if tools_in_default:
@@ -457,8 +465,35 @@ def plan_upstream_patch(
 
     with read_header(src) as header:
         tset = load_templateset(header)
-    up = resolve_upstream(tset, source)
+        up = resolve_upstream(tset, source)  # matching a catalog entry may read the vocabulary: the file is open
+    if up.config.origin == "catalog" and not only:
+        only = _keep_working(tset, up.config)
+        if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
+            from gguftpl.patchplan import plan_patch
+
+            return replace(plan_patch(tset.path, {}, ()), upstream=up.config, how_found=up.how)
     return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+
+
+def _keep_working(tset: Any, config: Any) -> list[str] | None:
+    """``--from-catalog`` never replaces a template of the file that already puts the tool schemas in the prompt
+    with another text (``--only NAME`` asks for it): the names to copy, None for all, with a warning per kept one."""
+    from gguftpl.repair import tool_template
+
+    kept = [
+        name
+        for name, t in tset.templates.items()
+        if name in config.templates and config.templates[name] != t.text and tool_template({name: t.text}).name
+    ]
+    if not kept:
+        return None
+    for name in kept:
+        config.warnings.append(
+            f"kept the file's {name} template: it already puts the tool schemas in the prompt, and the catalog's "
+            f"{config.repo_id} would replace it (--only {name} replaces it anyway)"
+        )
+    rest = [n for n in config.templates if n not in kept]
+    return rest or []
 
 
 # ---------------------------------------------------------------------------------------- --tools-in-default

@@ -35,6 +35,9 @@ class UpstreamSource:
     """A bundled catalog entry ``ORG/NAME``, or ``"auto"`` for the one matching the GGUF."""
     fallback: bool = True
     """Fall back to the bundled catalog (loudly) when the Hub cannot be reached."""
+    accept_family: bool = True
+    """A named ``catalog`` entry that is a neighbour of the GGUF (not its upstream) whose vocabulary or special
+    tokens differ is refused unless True (``patch --accept-family``; ``diff`` compares with anything)."""
     labels: tuple[str, str, str] = ("--hub", "--upstream", "--catalog")
     """How the caller names ``repo``, ``folder`` and ``catalog`` in messages (CLI options by default)."""
 
@@ -68,7 +71,9 @@ def resolve_upstream(tset: TemplateSet, source: UpstreamSource) -> ResolvedUpstr
 
         if source.catalog == AUTO:
             return ResolvedUpstream(catalog_upstream(None, tset=tset), "bundled catalog (matched)")
-        return ResolvedUpstream(catalog_upstream(source.catalog), "bundled catalog")
+        return ResolvedUpstream(
+            catalog_upstream(source.catalog, tset=tset, accept_family=source.accept_family), "bundled catalog"
+        )
     from gguftpl.upstream.hub import fetch_upstream, parse_repo_ref
 
     if source.repo:

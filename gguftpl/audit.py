@@ -24,6 +24,7 @@ from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 
@@ -69,6 +70,8 @@ class FileAudit:
     """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
     repo_level: bool = False
     """Not a file: the entry that carries a repo's or folder's own findings (``--repo``, ``--repo-check``)."""
+    upstream_own: dict[str, str] = field(default_factory=dict)
+    """The file's templates that are upstream's own (``gguftpl.repair.upstream_templates``): name -> whose."""
     repair: Repair | None = None
     """The file's one repair of its tool calling (``gguftpl.repair``): what every fix line about lost tools says,
     and the report's last line; None when the file could not be audited."""
@@ -303,7 +306,8 @@ def audit_header(
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
-        audit.findings = _mark_upstream_own(run_checks(ctx, keep), loaded.tset)
+        audit.upstream_own = upstream_templates(loaded.tset)
+        audit.findings = _mark_upstream_own(run_checks(ctx, keep), audit.upstream_own)
         audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
         audit.repair = ctx.repair
         if options.runtimes is not None:
@@ -326,14 +330,11 @@ def audit_header(
     return audit
 
 
-def _mark_upstream_own(findings: list[Finding], tset: Any) -> list[Finding]:
+def _mark_upstream_own(findings: list[Finding], own: dict[str, str]) -> list[Finding]:
     """Findings in a template that is upstream's own (:func:`gguftpl.repair.upstream_templates`) say so in
     ``extra["from_upstream"]``: they come with upstream's template and are expected."""
     from dataclasses import replace
 
-    from gguftpl.repair import upstream_templates
-
-    own = upstream_templates(tset)
     if not own:
         return findings
     return [

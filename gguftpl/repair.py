@@ -14,7 +14,7 @@ rows of that ``verify`` say where the tools reach the prompt afterwards.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -281,15 +281,18 @@ def _from_upstream(
 # --------------------------------------------------------------------------------------------------- verdict
 
 
-def verdict_line(view: RuntimeView) -> str:
+def verdict_line(view: RuntimeView, upstream_own: Mapping[str, str] | None = None) -> str:
     """One line for every runtime: where the tool schemas reach the prompt, and what the others do instead
-    (``tools reach the prompt in 2 of 9 runtimes (llama.cpp, Dynamo); dropped: vLLM, …; refused: Ollama``)."""
+    (``tools reach the prompt in 2 of 9 runtimes (llama.cpp, Dynamo); dropped: vLLM, …; refused: Ollama``); an
+    engine that raises on a template that is upstream's own (``upstream_own``: name -> whose) is said to."""
     from gguftpl.runtimes.rows import DROPPED, FAILS, INJECTED, PROMPT, REFUSED
 
     groups: dict[str, list[str]] = {}
     for r in view.rows:
         if r.outcome == PROMPT or (r.tools_reach_prompt is True and r.outcome != INJECTED):
             key = "yes"
+        elif r.outcome == FAILS and upstream_own and r.template in upstream_own:
+            key = "fails-upstream"
         elif r.outcome in (INJECTED, REFUSED, FAILS):
             key = r.outcome
         elif r.tools_reach_prompt is False:
@@ -305,6 +308,7 @@ def verdict_line(view: RuntimeView) -> str:
         REFUSED: "refused",
         INJECTED: "replaced by the runtime's own tool prompt",
         FAILS: "its engine raises",
+        "fails-upstream": "its engine raises on upstream's own template",
         "unknown": "unknown",
     }
     rest = [f"{words[k]}: {', '.join(groups[k])}" for k in words if groups.get(k)]

@@ -137,6 +137,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     audited = _file_audit(file)
     view = audited.runtimes if audited is not None else None
     repair = audited.repair if audited is not None else None
+    own = audited.upstream_own if audited is not None else None
     if fmt == "json":
         data = result.to_dict(with_data=with_data)
         if view is not None:
@@ -145,7 +146,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
             data["repair"] = repair.to_dict()
         echo_json(data)
     else:
-        echo(_text(result, view, repair), color=None)
+        echo(_text(result, view, repair, own), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 
@@ -185,7 +186,7 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
     return LiveRun(options, dispatch, progress=lambda msg: echo(msg, err=True))
 
 
-def _text(result: Any, view: Any = None, repair: Any = None) -> str:
+def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any = None) -> str:
     from gguftpl.safeio import printable
     from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
 
@@ -210,7 +211,7 @@ def _text(result: Any, view: Any = None, repair: Any = None) -> str:
     if view is not None:
         from gguftpl.repair import verdict_line
 
-        lines.append(f"verdict: {verdict_line(view)}")
+        lines.append(f"verdict: {verdict_line(view, upstream_own)}")
     failed = [s.name for s in result.stages if not s.ok]
     lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
     if failed and result.template == INCOMPLETE:

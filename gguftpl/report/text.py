@@ -101,7 +101,7 @@ class TextFormatter:
             return []
         from gguftpl.repair import verdict_line
 
-        out = [f"  verdict: {printable(verdict_line(fa.runtimes))}"]
+        out = [f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}"]
         repair = fa.repair
         if repair is not None and repair.needed:
             fix = self._s(printable(repair.command), fg="cyan") if repair.command else printable(repair.advice)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Rule, Severity, check, register
 from gguftpl.repair import RULE_FIX, TOOLS_NEVER_REACH
@@ -78,8 +78,13 @@ def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
         engine=t.tools_engine,
-        **({"verdict": verdict} if verdict else {}),
+        **_verdict(verdict),
     )
+
+
+def _verdict(verdict: str | None) -> dict[str, Any]:
+    """``verdict=…`` for a finding that says the tools never reach the prompt (``gguftpl.repair``)."""
+    return {"verdict": verdict} if verdict else {}
 
 
 TOOLS_PARTIALLY_RENDERED = register(

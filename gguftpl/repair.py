@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -159,7 +159,6 @@ class Repair:
     """Which upstream the repair takes its templates from, and how it was matched."""
     how: str = ""
     """How that upstream was found (the discovery's words)."""
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def needed(self) -> bool:

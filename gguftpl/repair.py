@@ -187,6 +187,17 @@ def patch_command(label: str, *flags: str) -> str:
     return " ".join(["gguftpl patch", q, *flags, "-o", OUT, "&&", VERIFY])
 
 
+def upstream_command(label: str, repo: str | None, how: str = "") -> str | None:
+    """The command that puts upstream's templates back: from the catalog when it holds ``repo`` (offline), else
+    from the Hub; None when no repo is known."""
+    up = upstream_of(repo, how)
+    if up.entry is not None:
+        return patch_command(label, "--from-catalog", shlex.quote(up.entry.repo_id))
+    if repo:
+        return patch_command(label, "--from-hub", shlex.quote(repo))
+    return None
+
+
 def file_repair(
     label: str,
     view: RuntimeView,

@@ -216,3 +216,13 @@ def test_from_catalog_keeps_a_template_that_already_renders_the_tools(make_gguf:
     assert kept.output.endswith("nothing written\n") and not (tmp_path / "o.gguf").exists()
     asked = cli("patch", path, "--from-catalog", "Qwen/Qwen2.5-7B-Instruct", "--only", "default", "-o", tmp_path / "a")
     assert asked.exit_code == 0 and (tmp_path / "a").exists()
+
+
+def test_no_fix_line_names_a_placeholder_when_the_repo_is_known() -> None:
+    pytest.importorskip("xllamacpp")
+    doc = json.loads(cli("audit", "--engine", "llamacpp", "--format", "json", CHATML_SAMPLE).stdout)
+    fixes = [f["fix"] for f in doc["files"][0]["findings"] if f.get("fix")]
+    assert any(f.startswith("gguftpl patch") for f in fixes)
+    assert not [f for f in fixes if PLACEHOLDER.search(f)], fixes
+    # llama.cpp's own verdicts (GT601, GT602) give the same repair as the audit's GT201
+    assert len({f for f in fixes if "--from-catalog" in f}) == 1

@@ -79,14 +79,10 @@ class FileContext:
         """The command that puts upstream's templates back (the file's one repair, :attr:`repair`), or sets
         template ``name`` from a file when nothing is known of upstream: the catalog entry when it holds the
         upstream (offline), else the Hub repo the metadata names."""
-        from gguftpl.repair import patch_command, upstream_of
+        from gguftpl.repair import upstream_command
 
-        up = upstream_of(self.upstream_repo, self.upstream_how)
-        if up.entry is not None:
-            return patch_command(self.file, "--from-catalog", shlex.quote(up.entry.repo_id))
-        if self.upstream_repo:
-            return patch_command(self.file, "--from-hub", shlex.quote(self.upstream_repo))
-        return f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
+        found = upstream_command(self.file, self.upstream_repo, self.upstream_how)
+        return found or f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
 
     @cached_property
     def repair(self) -> Repair:

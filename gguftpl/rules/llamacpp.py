@@ -165,8 +165,7 @@ def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[F
         f"{what}: {error[:300]}",
         t,
         evidence=f"llama.cpp, loading a stand-in model that carries this template: {error[:1200]}",
-        fix=f"gguftpl patch {ctx.quoted()} --from-hub {ctx.upstream_repo or 'REPO'} -o FIXED.gguf"
-        " && gguftpl verify FIXED.gguf",
+        fix=ctx.hub_fix(t.name),
         check="llamacpp-parse",
     )
 
@@ -223,15 +222,15 @@ def _stage_finding(rule: Rule, facts: VerifyFacts, stage: str) -> Iterator[Findi
     import shlex
 
     from gguftpl.gguf.templateset import template_key
+    from gguftpl.repair import upstream_command
 
     st = facts.result.failed(stage)
     if st is None:
         return
     name = facts.result.template
     tname = name if name not in (None, FALLBACK, *NOT_RUN) else None
-    fix = (
-        f"gguftpl patch {shlex.quote(facts.label)} --from-hub {facts.upstream_repo or 'REPO'} -o FIXED.gguf"
-        " && gguftpl verify FIXED.gguf"
+    fix = upstream_command(facts.label, facts.upstream_repo) or (
+        f"gguftpl patch {shlex.quote(facts.label)} --from-hub REPO -o FIXED.gguf && gguftpl verify FIXED.gguf"
     )
     if facts.repair and rule in (LLAMACPP_TOOLS_DROPPED, LLAMACPP_CHATML_FALLBACK, LLAMACPP_CALL_NOT_PARSED):
         fix = facts.repair

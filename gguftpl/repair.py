@@ -13,6 +13,7 @@ rows of that ``verify`` say where the tools reach the prompt afterwards.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,20 +118,34 @@ class ToolTemplate:
     default_renders: bool = False
 
 
+@functools.lru_cache(maxsize=64)
+def _tool_markers(text: str) -> tuple[str, ...] | None:
+    """The control markers a template writes when its AST puts the tool schemas in the prompt, else None: the
+    catalog's measured facts for its templates, else parsed (once per text: every file of a folder asks about the
+    same upstream)."""
+    from gguftpl.errors import GGUFTplError
+    from gguftpl.gguf.templateset import sha256_text
+    from gguftpl.upstream.catalog import load_catalog, measure_tool_facts
+
+    try:
+        known = load_catalog().tool_facts.get(sha256_text(text))
+    except GGUFTplError:
+        known = None
+    try:
+        renders, markers = known if known is not None else measure_tool_facts(text)
+    except Exception:  # a template that does not parse renders nothing
+        return None
+    return markers if renders else None
+
+
 def tool_template(templates: dict[str, str]) -> ToolTemplate:
     """Which of upstream's templates puts the tool schemas in the prompt (read from its AST: parsing runs no
     template code)."""
-    from gguftpl.gguf.tokens import control_markers
-    from gguftpl.templates import static
-
     renders: dict[str, tuple[str, ...]] = {}
     for name, text in templates.items():
-        try:
-            ast = static.parse_template(text)
-            if static.data_flow(ast, text, "tools").rendered:
-                renders[name] = tuple(control_markers(static.literal_text(ast)))
-        except Exception:  # noqa: S112 - a catalog template that does not parse renders nothing
-            continue
+        markers = _tool_markers(text)
+        if markers is not None:
+            renders[name] = markers
     if "default" in renders:
         return ToolTemplate("default", renders["default"], True)
     for name in ("tool_use", *sorted(renders)):

@@ -153,6 +153,10 @@ class Catalog:
     entries: list[CatalogEntry]
     families: list[Any] = field(default_factory=list)
     """:class:`gguftpl.upstream.fingerprint.TokenizerFamily` records (``tokenizers.json``)."""
+    tool_facts: dict[str, tuple[bool, tuple[str, ...]]] = field(default_factory=dict)
+    """Template sha256 -> (its AST puts the tool schemas in the prompt, the control markers it writes), measured
+    once for every catalog template (``tool_templates.json``, checked by ``tests/test_upstream_catalog.py``): the
+    repair of a file (``gguftpl.repair``) needs no Jinja parser for them."""
 
     def by_family(self, family: str) -> list[CatalogEntry]:
         return [e for e in self.entries if e.family and e.family == family]
@@ -225,9 +229,36 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
         raise HubError(f"catalog index {root / 'index.json'} is malformed: {exc!r}") from None
     from gguftpl.upstream.fingerprint import load_families
 
-    cat = Catalog(root, entries, load_families(root))
+    cat = Catalog(root, entries, load_families(root), _load_tool_facts(root))
     _CACHE[root] = cat
     return cat
+
+
+TOOL_FACTS_FILE = "tool_templates.json"
+
+
+def _load_tool_facts(root: Path) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """``tool_templates.json`` beside the index (absent or malformed: none, and the repair parses the templates)."""
+    try:
+        data = json.loads((root / TOOL_FACTS_FILE).read_text(encoding="utf-8"))
+        out = {}
+        for sha, t in data["templates"].items():
+            renders, markers = t["renders_tools"], t["markers"]
+            if isinstance(renders, bool) and isinstance(markers, list) and all(isinstance(m, str) for m in markers):
+                out[sha] = (renders, tuple(markers))
+        return out
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def measure_tool_facts(text: str) -> tuple[bool, tuple[str, ...]]:
+    """(the template's AST puts the tool schemas in the prompt, the control markers it writes): what
+    ``tool_templates.json`` records. Parsing runs no template code."""
+    from gguftpl.gguf.tokens import control_markers
+    from gguftpl.templates import static
+
+    ast = static.parse_template(text)
+    return bool(static.data_flow(ast, text, "tools").rendered), tuple(control_markers(static.literal_text(ast)))
 
 
 def catalog_upstream(repo_id: str | None = None, *, tset: Any = None, accept_family: bool = True) -> Any:

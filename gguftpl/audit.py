@@ -313,6 +313,7 @@ def audit_header(
         if options.runtimes is not None:
             audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
             audit.runtimes = audit.runtimes.only(options.runtimes)
+            audit.repair = ctx.repair_for(audit.runtimes)  # the runtimes the user targets
     except UsageError:
         raise
     except Exception as exc:

@@ -84,6 +84,8 @@ class PatchResult:
     """The output's runtime view: where they reach it after."""
     repair_after: Repair | None = None
     """The output's own repair (``gguftpl.repair``): ``needed`` is False when no runtime loses the tools any more."""
+    upstream_own_after: dict[str, str] = field(default_factory=dict)
+    """The output's templates that are upstream's own (``gguftpl.repair.upstream_templates``)."""
 
     @property
     def written(self) -> bool:
@@ -147,6 +149,7 @@ def run_patch(
         input_audit.runtimes if options.audit else None,
         output_audit.runtimes if output_audit is not None else None,
         output_audit.repair if output_audit is not None else None,
+        output_audit.upstream_own if output_audit is not None else {},
     )
 
 

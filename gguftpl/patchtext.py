@@ -94,7 +94,7 @@ def result_text(result: PatchResult) -> str:
             "",
             "runtimes (input -> output):",
             f"  input:  {verdict_line(result.runtimes_before)}",
-            f"  output: {verdict_line(result.runtimes_after)}",
+            f"  output: {verdict_line(result.runtimes_after, result.upstream_own_after)}",
         ]
         if result.repair_after is not None and result.repair_after.needed:
             lines.append(f"  still to repair: {result.repair_after.text()}")

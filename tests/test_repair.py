@@ -226,3 +226,14 @@ def test_no_fix_line_names_a_placeholder_when_the_repo_is_known() -> None:
     assert not [f for f in fixes if PLACEHOLDER.search(f)], fixes
     # llama.cpp's own verdicts (GT601, GT602) give the same repair as the audit's GT201
     assert len({f for f in fixes if "--from-catalog" in f}) == 1
+
+
+def test_the_repair_follows_the_runtimes_judged() -> None:
+    upstream = SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"
+    llamacpp = gguftpl.audit_paths([upstream], gguftpl.AuditOptions(runtimes=("llama.cpp",))).files[0]
+    assert not llamacpp.repair.needed  # llama.cpp switches to tool_use: nothing to repair for it
+    vllm = gguftpl.audit_paths([upstream], gguftpl.AuditOptions(runtimes=("vllm",))).files[0]
+    assert vllm.repair.command == (
+        f"gguftpl patch {upstream} --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    )
+    assert vllm.repair.dropping == ("vLLM",)

@@ -88,13 +88,17 @@ class FileContext:
     def repair(self) -> Repair:
         """The file's one repair of its tool calling (:func:`gguftpl.repair.file_repair`), computed once while
         the file is open (the vocabulary is looked up for the markers upstream's template needs)."""
+        return self.repair_for(self.runtimes)
+
+    def repair_for(self, view: RuntimeView) -> Repair:
+        """The repair for the runtimes of ``view`` (``audit --runtime`` judges only some)."""
         from gguftpl.repair import file_repair, upstream_of
 
         tset = self.tset
         token_id = tset.token_id if tset is not None and tset.has_vocab else None
         return file_repair(
             self.file,
-            self.runtimes,
+            view,
             upstream_of(self.upstream_repo, self.upstream_how),
             token_id=token_id,
             has_templates=bool(tset is not None and tset.templates),

@@ -90,12 +90,13 @@ def result_text(result: PatchResult) -> str:
     if result.runtimes_before is not None and result.runtimes_after is not None:
         from gguftpl.repair import verdict_line
 
-        lines += [
-            "",
-            "runtimes (input -> output):",
-            f"  input:  {verdict_line(result.runtimes_before)}",
-            f"  output: {verdict_line(result.runtimes_after, result.upstream_own_after)}",
-        ]
+        was, now = verdict_line(result.runtimes_before), verdict_line(result.runtimes_after, result.upstream_own_after)
+        lines += ["", "runtimes (input -> output):", f"  input:  {was}", f"  output: {now}"]
+        from gguftpl.repair import in_prompt
+
+        reach = {r.name for r in result.runtimes_after.rows if in_prompt(r)}
+        if reach == {r.name for r in result.runtimes_before.rows if in_prompt(r)}:
+            lines.append("  no change: the tools reach the prompt in the same runtimes as before")
         if result.repair_after is not None and result.repair_after.needed:
             lines.append(f"  still to repair: {result.repair_after.text()}")
     if result.before is not None and result.after is not None and result.summary is not None:

@@ -306,15 +306,22 @@ def _from_upstream(
 # --------------------------------------------------------------------------------------------------- verdict
 
 
+def in_prompt(row: Any) -> bool:
+    """The template's own prompt carries the tool schemas (not a tool prompt the runtime writes instead)."""
+    from gguftpl.runtimes.rows import INJECTED, PROMPT
+
+    return bool(row.outcome == PROMPT or (row.tools_reach_prompt is True and row.outcome != INJECTED))
+
+
 def verdict_line(view: RuntimeView, upstream_own: Mapping[str, str] | None = None) -> str:
     """One line for every runtime: where the tool schemas reach the prompt, and what the others do instead
     (``tools reach the prompt in 2 of 9 runtimes (llama.cpp, Dynamo); dropped: vLLM, …; refused: Ollama``); an
     engine that raises on a template that is upstream's own (``upstream_own``: name -> whose) is said to."""
-    from gguftpl.runtimes.rows import DROPPED, FAILS, INJECTED, PROMPT, REFUSED
+    from gguftpl.runtimes.rows import DROPPED, FAILS, INJECTED, REFUSED
 
     groups: dict[str, list[str]] = {}
     for r in view.rows:
-        if r.outcome == PROMPT or (r.tools_reach_prompt is True and r.outcome != INJECTED):
+        if in_prompt(r):
             key = "yes"
         elif r.outcome == FAILS and upstream_own and r.template in upstream_own:
             key = "fails-upstream"

@@ -146,6 +146,7 @@ def test_adding_a_template_to_a_file_with_none_is_no_regression(tmp_path: Path) 
     assert codes["GT101"] == "error"
     fixed = res.output.split("  fixed:", 1)[1].split("  introduced:", 1)
     assert "GT101" not in fixed[0] and "GT201" not in fixed[1], res.output
+    assert "no change: the tools reach the prompt in the same runtimes as before" in res.output
 
 
 def test_a_refusal_says_when_the_original_fails_too() -> None:

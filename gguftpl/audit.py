@@ -24,6 +24,7 @@ from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.gguf.modelkind import ModelKind
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 
@@ -68,6 +69,8 @@ class FileAudit:
     """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
     repo_level: bool = False
     """Not a file: the entry that carries a repo's or folder's own findings (``--repo``, ``--repo-check``)."""
+    kind: ModelKind | None = None
+    """Chat, base, embedding or reranker, read from the header (``gguf.modelkind``); None when unread."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -298,9 +301,11 @@ def audit_header(
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
+        audit.kind = ctx.kind
         audit.findings = run_checks(ctx, keep)
-        audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
-        if options.runtimes is not None:
+        # the rules that read it computed it once; the report shows it (not for a model that answers no chat)
+        audit.runtimes = ctx.runtimes if ctx.kind.generates else None
+        if options.runtimes is not None and audit.runtimes is not None:
             audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
             audit.runtimes = audit.runtimes.only(options.runtimes)
     except UsageError:
@@ -379,7 +384,8 @@ def audit_file(
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
-    if options.engine == "llamacpp" and audit.error is None:
+    # llama.cpp's verify stages ask chat questions: an embedding model or a reranker gets GT005 instead
+    if options.engine == "llamacpp" and audit.error is None and (audit.kind is None or audit.kind.generates):
         _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit

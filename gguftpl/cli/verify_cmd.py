@@ -183,7 +183,7 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
 
 def _text(result: Any, view: Any = None) -> str:
     from gguftpl.safeio import printable
-    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
+    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE, SKIP
 
     if result.load_weights:
         how = "real weights"
@@ -204,7 +204,12 @@ def _text(result: Any, view: Any = None) -> str:
     if view is not None:
         lines += _runtime_lines(view)
     failed = [s.name for s in result.stages if not s.ok]
-    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
+    if failed:
+        lines.append(f"failed: {', '.join(failed)}")
+    elif all(s.status == SKIP for s in result.stages):
+        lines.append("nothing verified: every stage was skipped")
+    else:
+        lines.append("ok: every stage passed")
     dropping = [r.name for r in view.dropping()] if view is not None else []
     if failed and result.template == INCOMPLETE:
         lines.append("repair: download the file again and compare its size (and sha256) with the one the repo lists")

@@ -30,13 +30,15 @@ from gguftpl.engines.llamacpp_session import LlamaCppLoadError, LlamaCppSession,
 from gguftpl.errors import LlamaCppError
 from gguftpl.verify.calltext import CallText, arg_values, call_matches, call_text_from_template, parse_call
 from gguftpl.verify.compare import agreement_stage
-from gguftpl.verify.preflight import check_regular, incomplete, render_bombs
+from gguftpl.verify.preflight import check_regular, incomplete, not_chat, render_bombs
 from gguftpl.verify.result import (
     FAIL,
     INCOMPLETE,
+    NOT_CHAT,
     PASS,
     REJECTED,
     RENDER_BOMB,
+    SKIP,
     STAGE_CALL,
     STAGE_RESULT,
     STAGE_SCHEMA,
@@ -98,6 +100,16 @@ def verify_file(
             first = Stage(STAGE_SELECTION, FAIL, f"llama.cpp cannot load this file: {cut}", {"template": INCOMPLETE})
             stages = skipped_after(first, "the file is incomplete")
             return VerifyResult(path, stages, template=INCOMPLETE, load_weights=load_weights)
+        kind = not_chat(path)
+        if kind is not None:
+            first = Stage(
+                STAGE_SELECTION,
+                SKIP,
+                f"not a chat model: {kind.describe()}; llama.cpp serves its embeddings or scores, never a chat "
+                "request, so there is no tool calling to verify",
+                {"template": NOT_CHAT, "kind": kind.kind},
+            )
+            return VerifyResult(path, skipped_after(first, "not a chat model"), NOT_CHAT, load_weights=load_weights)
     run = ToolRun(_tool_specs(tools), dispatch, call, arguments, max_tool_share) if tools else None
     load_weights = load_weights or live is not None
     t0 = time.perf_counter()
@@ -258,12 +270,19 @@ def selection_stage(s: LlamaCppSession, choice: TemplateChoice) -> Stage:
     caps_txt = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in sorted(caps.items()))
     data = {"template": choice.name, "sha256": sha256_text(choice.text), "caps": caps, "file_templates": names}
     if choice.fallback:
+        plain = _plain_text_markers(s, choice.text)
+        also = (
+            f"; its markers {', '.join(plain)} are not tokens of this file's vocabulary, so the fallback prompt "
+            "tokenises them as plain text"
+            if plain
+            else ""
+        )
         return Stage(
             STAGE_SELECTION,
             FAIL,
             "the file has no chat template: llama.cpp silently falls back to its built-in ChatML "
-            f"({len(choice.text)} bytes, sha256 {sha256_text(choice.text)[:12]}); capabilities: {caps_txt}",
-            {**data, "fallback_text": choice.text},
+            f"({len(choice.text)} bytes, sha256 {sha256_text(choice.text)[:12]}){also}; capabilities: {caps_txt}",
+            {**data, "fallback_text": choice.text, "markers_not_tokens": plain},
         )
     if s.chat_template is not None:
         src = "the --chat-template override"
@@ -272,6 +291,21 @@ def selection_stage(s: LlamaCppSession, choice: TemplateChoice) -> Stage:
     else:
         src = "tokenizer.chat_template" + ("; the file has no tool_use template" if "tool_use" not in names else "")
     return Stage(STAGE_SELECTION, PASS, f"llama.cpp uses {src}; capabilities: {caps_txt}", data)
+
+
+def _plain_text_markers(s: LlamaCppSession, text: str) -> list[str]:
+    """The control markers of ``text`` (the ChatML fallback's ``<|im_start|>``...) that llama.cpp's tokenizer of
+    this file does not read as one token: the model sees them as the characters ``<``, ``|``, ``im``..."""
+    from gguftpl.gguf.tokens import control_markers
+
+    out = []
+    for marker in control_markers([text]):
+        try:
+            if len(s.tokenize(marker, True)) != 1:
+                out.append(marker)
+        except LlamaCppError:
+            return []  # not asked: no claim either way
+    return out
 
 
 def schema_stage(s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]]) -> tuple[str | None, Stage]:

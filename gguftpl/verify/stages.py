@@ -39,6 +39,7 @@ from gguftpl.verify.result import (
     REJECTED,
     RENDER_BOMB,
     SKIP,
+    STAGE_AGREEMENT,
     STAGE_CALL,
     STAGE_RESULT,
     STAGE_SCHEMA,
@@ -245,12 +246,23 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
     result = VerifyResult(path, [selection_stage(s, choice)], template=choice.name, standin=_standin_info(s))
     prompt, stage2 = schema_stage(s, msgs, tools)
     call = probes.tool_call()
-    stage3, ct = call_stage(s, msgs, tools, call)
+    stage3, ct = call_stage(s, msgs, tools, call, choice)
     round_trip = [*msgs, {"role": "assistant", "content": "" if not ct.content_none else None, "tool_calls": [call]}]
     round_trip.append(probes.tool_result_message())
     rt_prompt, stage4 = result_stage(s, round_trip, tools)
     requests = [("tools request", msgs, prompt), ("tool round trip", round_trip, rt_prompt)]
-    result.stages += [stage2, stage3, stage4, agreement_stage(s, choice.text, requests, tools)]
+    if choice.fallback:
+        # transformers has no template to render for such a file (apply_chat_template refuses): rendering
+        # llama.cpp's own ChatML there would compare llama.cpp with itself
+        stage5 = Stage(
+            STAGE_AGREEMENT,
+            SKIP,
+            "not compared: the file has no chat template, so transformers has none to render (it refuses the "
+            "request); llama.cpp's prompt is its built-in ChatML",
+        )
+    else:
+        stage5 = agreement_stage(s, choice.text, requests, tools)
+    result.stages += [stage2, stage3, stage4, stage5]
     return result
 
 
@@ -358,9 +370,14 @@ def result_stage(
 
 
 def call_stage(
-    s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]], call: dict[str, Any]
+    s: LlamaCppSession,
+    msgs: list[Message],
+    tools: list[dict[str, Any]],
+    call: dict[str, Any],
+    choice: TemplateChoice | None = None,
 ) -> tuple[Stage, CallText]:
-    """Stage 3: cut the call out of llama.cpp's render of history, prefill it, let llama.cpp parse it."""
+    """Stage 3: cut the call out of llama.cpp's render of history, prefill it, let llama.cpp parse it. When
+    llama.cpp writes no call, the stage says whether transformers does (the audit's GT206 shows that call)."""
     try:
         ct = call_text_from_template(s, msgs, tools, call)
     except LlamaCppError as exc:
@@ -370,6 +387,8 @@ def call_stage(
         data["call_id"] = ct.call_id
     unwritten = _unwritten_call(ct, call["function"], data)
     if unwritten is not None:
+        if data.get("call_written") is False and choice is not None and not choice.fallback and s.path:
+            _add_hf_call(unwritten, _hf_call_text(s.path, choice.name), s.caps)
         return unwritten, ct
     return _parsed_call(s, msgs, tools, ct, call, data), ct
 
@@ -388,6 +407,7 @@ def _unwritten_call(ct: CallText, fn: dict[str, Any], data: dict[str, Any]) -> S
             data,
         )
     if not call_written:
+        data["call_written"] = False
         shown = f"the turn renders as {ct.text!r}" if ct.text.strip() else f"inserted text: {ct.text!r}"
         return Stage(
             STAGE_CALL,
@@ -397,6 +417,31 @@ def _unwritten_call(ct: CallText, fn: dict[str, Any], data: dict[str, Any]) -> S
             data,
         )
     return None
+
+
+def _hf_call_text(path: str, template: str) -> str:
+    """How transformers writes the canary call with the file's template ``template`` (the audit's facts, which
+    GT206 quotes; cached on disk, so ``verify``'s runtime view reads the same), '' when it writes none."""
+    from gguftpl.audit import AuditOptions, audit_file
+    from gguftpl.auditcache import AnalysisCache
+
+    fa = audit_file(path, AuditOptions(select=("GT206",)), cache=AnalysisCache.on_disk())
+    t = next((t for t in fa.templates if t.name == template), None)
+    return t.call_text if t is not None and t.call is not None and t.call.rendered else ""
+
+
+def _add_hf_call(stage: Stage, hf_text: str, caps: Mapping[str, bool]) -> None:
+    """Stage 3 names whose render wrote no call: llama.cpp's, when transformers' render of the same template
+    writes one (never 'the template writes no text' while the audit shows the call it rendered)."""
+    if not hf_text:
+        return
+    stage.data["hf_call_text"] = hf_text
+    probe = "" if caps.get("supports_tool_calls", True) else " (its capability probe: supports_tool_calls=no)"
+    stage.evidence = (
+        f"llama.cpp's render of a history with a tool call holds no text for the call{probe}, though "
+        f"transformers (HF semantics) writes it with the same template as {excerpt(hf_text, -1, 0, 160)!r}: "
+        "the call format exists, but llama.cpp never writes it, so it has no call in history to parse"
+    )
 
 
 def _history_note(ct: CallText, call: dict[str, Any]) -> str:

@@ -61,7 +61,8 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     type=click.FloatRange(1.0),
     default=DEFAULT_TIMEOUT,
     show_default=True,
-    help="--live: seconds one answer may take (then the model's process is ended).",
+    help="--live: seconds for the whole live stage, stated up front: the answer, the tool_choice=required retry "
+    "and the second turn share them (then the model's process is ended).",
 )
 @click.option(
     "--threads",

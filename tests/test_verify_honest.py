@@ -50,3 +50,30 @@ def test_call_stage_agrees_with_gt206_on_deepseek_r1_distill(make_gguf: Callable
     assert "the template writes no text" not in stage.evidence
     assert stage.evidence.startswith("llama.cpp's render of a history with a tool call holds no text for the call")
     assert "<｜tool▁call▁begin｜>" in stage.data["hf_call_text"] and "supports_tool_calls=no" in stage.evidence
+
+
+SELECTATTR_IN_TOOLS = (
+    "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n' }}{%- for t in tools %}{{ t | tojson }}{{ '\\n' }}"
+    "{%- endfor %}{%- set texts = messages | selectattr('text', 'defined') | list %}{{- '<|im_end|>\\n' }}"
+    "{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + (message.content or '')"
+    " + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+@pytest.mark.parametrize("engine", ["hf", "llamacpp"])
+def test_llamacpp_row_follows_llamacpp_refusing_every_tools_request(
+    make_gguf: Callable[..., Path], engine: str
+) -> None:
+    """issue 25 item 8 (a guard: not reproduced with the current rows): llama.cpp loads the template but fails every
+    request with tools (``selectattr('text', 'defined')`` in its engine); transformers renders the tools."""
+    from gguftpl.audit import AuditOptions, audit_file
+    from gguftpl.runtimes.rows import FAILS
+
+    path = make_gguf(templates={"default": SELECTATTR_IN_TOOLS})
+    fa = audit_file(path, AuditOptions(engine=engine))
+    assert fa.runtimes is not None
+    row = next(r for r in fa.runtimes.rows if r.name == "llama.cpp")
+    assert row.outcome == FAILS and row.tools_reach_prompt is not True, row
+    assert "puts the tool schemas in the prompt" not in row.reason and "selectattr" in row.error
+    vllm = next(r for r in fa.runtimes.rows if r.name == "vLLM")
+    assert vllm.tools_reach_prompt is True  # transformers renders them: the rows differ by engine

@@ -25,6 +25,7 @@ from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
 from gguftpl.repair import upstream_templates
+from gguftpl.gguf.modelkind import ModelKind
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 
@@ -75,6 +76,8 @@ class FileAudit:
     repair: Repair | None = None
     """The file's one repair of its tool calling (``gguftpl.repair``): what every fix line about lost tools says,
     and the report's last line; None when the file could not be audited."""
+    kind: ModelKind | None = None
+    """Chat, base, embedding or reranker, read from the header (``gguf.modelkind``); None when unread."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -306,11 +309,13 @@ def audit_header(
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
+        audit.kind = ctx.kind
         audit.upstream_own = upstream_templates(loaded.tset)
         audit.findings = _mark_upstream_own(run_checks(ctx, keep), audit.upstream_own)
-        audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
-        audit.repair = ctx.repair
-        if options.runtimes is not None:
+        # the rules that read it computed it once; the report shows it (not for a model that answers no chat)
+        audit.runtimes = ctx.runtimes if ctx.kind.generates else None
+        audit.repair = ctx.repair if ctx.kind.generates else None
+        if options.runtimes is not None and audit.runtimes is not None:
             audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
             audit.runtimes = audit.runtimes.only(options.runtimes)
             audit.repair = ctx.repair_for(audit.runtimes)  # the runtimes the user targets
@@ -402,7 +407,8 @@ def audit_file(
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
-    if options.engine == "llamacpp" and audit.error is None:
+    # llama.cpp's verify stages ask chat questions: an embedding model or a reranker gets GT005 instead
+    if options.engine == "llamacpp" and audit.error is None and (audit.kind is None or audit.kind.generates):
         _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit

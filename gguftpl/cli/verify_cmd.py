@@ -61,7 +61,8 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     type=click.FloatRange(1.0),
     default=DEFAULT_TIMEOUT,
     show_default=True,
-    help="--live: seconds one answer may take (then the model's process is ended).",
+    help="--live: seconds for the whole live stage, stated up front: the answer, the tool_choice=required retry "
+    "and the second turn share them (then the model's process is ended).",
 )
 @click.option(
     "--threads",
@@ -188,7 +189,7 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
 
 def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any = None) -> str:
     from gguftpl.safeio import printable
-    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
+    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE, SKIP
 
     if result.load_weights:
         how = "real weights"
@@ -213,7 +214,12 @@ def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any =
 
         lines.append(f"verdict: {verdict_line(view, upstream_own)}")
     failed = [s.name for s in result.stages if not s.ok]
-    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
+    if failed:
+        lines.append(f"failed: {', '.join(failed)}")
+    elif all(s.status == SKIP for s in result.stages):
+        lines.append("nothing verified: every stage was skipped")
+    else:
+        lines.append("ok: every stage passed")
     if failed and result.template == INCOMPLETE:
         lines.append("repair: download the file again and compare its size (and sha256) with the one the repo lists")
     elif failed or (repair is not None and repair.needed):

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
+from gguftpl.gguf.modelkind import ModelKind
 
 if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
@@ -107,6 +108,11 @@ class FileContext:
     def tools_fix(self) -> str | None:
         """The fix line of a finding saying the tools never reach the prompt: the file's repair."""
         return self.repair.text() or None
+
+    @property
+    def kind(self) -> ModelKind:
+        """The file's model kind (chat, base, embedding, reranker); a bare template is a chat model's."""
+        return self.tset.kind if self.tset is not None else ModelKind()
 
     def tool_capable(self) -> list[str]:
         """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""

@@ -21,7 +21,8 @@ import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
-from gguftpl.templates.cachedisk import CacheFolder
+from gguftpl.errors import UsageError
+from gguftpl.templates.cachedisk import CacheFolder, CacheInfo
 from gguftpl.templates.facts import TemplateFacts
 
 FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
@@ -52,6 +53,10 @@ def cache_folder() -> Path | None:
     """The facts folder; None when there is no home to put it in (and no ``GGUFTPL_CACHE_DIR``)."""
     own = os.environ.get("GGUFTPL_CACHE_DIR")
     if own:
+        if not os.path.isabs(own):
+            # relative to where? a hook run from another folder would use another cache, and a cache inside a
+            # cloned repository comes with its author's secret and entries: refused, as XDG refuses relative paths
+            raise UsageError(f"GGUFTPL_CACHE_DIR={own!r} is a relative path; set an absolute one (e.g. \"$PWD/{own}\")")
         return Path(own) / "facts"
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
@@ -228,3 +233,18 @@ def open_store(*, read_disk: bool = True) -> FactsStore:
     if store.warning:
         warn_once(store.warning)
     return store
+
+
+def cache_info() -> CacheInfo | None:
+    """What ``gguftpl cache info`` shows: the facts folder, its entries, their size, the cap and whether the
+    folder is trusted; None without a home (and without ``GGUFTPL_CACHE_DIR``). Creates nothing."""
+    folder = cache_folder()
+    return None if folder is None else CacheFolder(folder, create=False).info()
+
+
+def cache_clear() -> tuple[str, int] | None:
+    """Empty the facts folder (``gguftpl cache clear``): (the folder, the entries removed), None without a home."""
+    folder = cache_folder()
+    if folder is None:
+        return None
+    return str(folder), CacheFolder(folder, create=False).clear()

@@ -270,15 +270,13 @@ def _file_key(header_key: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _catalog_identity(root: str) -> str:
-    """The catalog's files by name, size and mtime: walked once per process, not once per file audited."""
-    parts = []
+    """A digest of the catalog's files (names and content, never mtimes): once per process, not once per file."""
+    from gguftpl.templates.factstore import source_digest
+
     try:
-        for path in sorted(Path(root).rglob("*")):
-            st = path.stat()
-            parts.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+        return f"catalog={source_digest(Path(root), None)}"
     except OSError:
-        parts.append("catalog=unreadable")
-    return "\n".join(parts)
+        return "catalog=unreadable"
 
 
 def _find_upstream(tset: Any) -> tuple[str | None, str]:

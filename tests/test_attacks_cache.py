@@ -441,3 +441,33 @@ def test_a_relative_cache_dir_is_refused_with_one_line(tmp_path: Path) -> None:
     assert not res.stdout and list(tmp_path.iterdir()) == []
     ok = run(None, "audit", "--no-cache", SAMPLE, env={"GGUFTPL_CACHE_DIR": "rel-cache"}, cwd=str(tmp_path))
     assert ok.returncode == 1 and list(tmp_path.iterdir()) == [], ok.stderr
+
+
+def _copy_tree(dest: Path, hours: int, edit: bool = False) -> Path:
+    """gguftpl and its catalog copied as a rebuilt venv has them: new files, new mtimes, the same bytes (or one
+    byte more in a comment with ``edit``)."""
+    root = Path(__file__).parent.parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(root / "gguftpl", dest / "gguftpl", ignore=ignore, copy_function=shutil.copyfile)
+    shutil.copytree(root / "upstream_templates", dest / "upstream_templates", copy_function=shutil.copyfile)
+    later = os.stat(root / "gguftpl" / "__init__.py").st_mtime + 3600 * hours
+    for path in dest.rglob("*"):
+        os.utime(path, (later, later))
+    if edit:
+        with open(dest / "gguftpl" / "rules" / "__init__.py", "a", encoding="utf-8") as fh:
+            fh.write("#\n")
+    return dest
+
+
+def test_a_rebuilt_venv_keeps_hitting_and_a_changed_source_misses(tmp_path: Path) -> None:
+    """Issue 27 item 8: the code identity is made of the package's content (version and sources) and the
+    catalog's, never mtimes. The same code copied afresh finds every entry; one changed byte finds none."""
+    cache = tmp_path / "cache"
+    names: list[set[str]] = []
+    for i, edit in enumerate((False, False, True)):
+        tree = _copy_tree(tmp_path / f"venv{i}", i + 1, edit=edit)
+        res = run(cache, "audit", "--format", "json", SAMPLE, env={"PYTHONPATH": str(tree)}, cwd=str(tree))
+        assert verdict(res) == no_cache(SAMPLE)
+        names.append({p.name for p in (cache / "facts").rglob("*.json")})
+    assert names[0] and names[1] == names[0]
+    assert names[2] > names[1] and len(names[2]) == 2 * len(names[0])

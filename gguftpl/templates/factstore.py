@@ -56,7 +56,7 @@ def cache_folder() -> Path | None:
         if not os.path.isabs(own):
             # relative to where? a hook run from another folder would use another cache, and a cache inside a
             # cloned repository comes with its author's secret and entries: refused, as XDG refuses relative paths
-            raise UsageError(f"GGUFTPL_CACHE_DIR={own!r} is a relative path; set an absolute one (e.g. \"$PWD/{own}\")")
+            raise UsageError(f'GGUFTPL_CACHE_DIR={own!r} is a relative path; set an absolute one (e.g. "$PWD/{own}")')
         return Path(own) / "facts"
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):

@@ -24,8 +24,8 @@ from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
-from gguftpl.repair import upstream_templates
 from gguftpl.gguf.modelkind import ModelKind
+from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 

@@ -54,8 +54,8 @@ NOT_A_CHAT_MODEL = register(
     )
 )
 
-CHAT_ONLY = ("GT101", "GT104", "GT105", "GT106", "GT107", "GT2", "GT3", "GT501", "GT601", "GT602", "GT603", "GT604")
-CHAT_ONLY += ("GT605", "GT7")
+CHAT_ONLY: tuple[str, ...] = ("GT101", "GT104", "GT105", "GT106", "GT107", "GT2", "GT3", "GT501", "GT601", "GT602")
+CHAT_ONLY += ("GT603", "GT604", "GT605", "GT7")
 """The rules that judge a template as a chat prompt for a model that answers (tools, roles, markers, the
 ChatML fallback, other runtimes' prompts): skipped for a model that does not generate (GT005 says so)."""
 

@@ -123,10 +123,8 @@ def _package_identity(name: str) -> str:
         return f"{name}=absent"
     folder = Path(spec.origin).parent
     try:
-        if name == "gguftpl":
-            from gguftpl import __version__
-
-            return f"gguftpl={__version__}:{source_digest(folder)}"
+        if name == "gguftpl":  # the digest covers __init__.py, where the version is written (no upward import)
+            return f"gguftpl=src:{source_digest(folder)}"
         infos = sorted(folder.parent.glob(f"{name}-*.dist-info"))
         record = infos[-1] / "RECORD" if infos else None
         if record is not None and record.is_file():

@@ -421,12 +421,18 @@ def _unwritten_call(ct: CallText, fn: dict[str, Any], data: dict[str, Any]) -> S
 
 def _hf_call_text(path: str, template: str) -> str:
     """How transformers writes the canary call with the file's template ``template`` (the audit's facts, which
-    GT206 quotes; cached on disk, so ``verify``'s runtime view reads the same), '' when it writes none."""
-    from gguftpl.audit import AuditOptions, audit_file
+    GT206 quotes; cached on disk, so ``verify``'s runtime view reads the same), '' when it writes none. The
+    facts straight from the cache the audit loads them from: no audit (and no rules) run for one field, and
+    verify does not import the audit above it."""
     from gguftpl.auditcache import AnalysisCache
+    from gguftpl.errors import GGUFTplError
+    from gguftpl.gguf.reader import read_header
 
-    fa = audit_file(path, AuditOptions(select=("GT206",)), cache=AnalysisCache.on_disk())
-    t = next((t for t in fa.templates if t.name == template), None)
+    try:
+        loaded, _ = AnalysisCache.on_disk().load(read_header(path), "hf")
+    except (GGUFTplError, OSError, ValueError):
+        return ""
+    t = next((t for t in loaded.facts.templates if t.name == template), None)
     return t.call_text if t is not None and t.call is not None and t.call.rendered else ""
 
 

@@ -207,6 +207,7 @@ class Worker:
             "ops": {name: [o.target, o.peak_growth_limit] for name, o in self.spec.ops.items()},
             "setup": list(self.spec.setup),
             "headroom": self.spec.memory_headroom,
+            "private_tmp": self._tmp,
         }
         argv = (
             list(self.spec.command)

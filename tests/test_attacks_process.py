@@ -210,3 +210,25 @@ def test_a_module_in_the_current_folder_is_never_imported_by_a_worker(
     assert res.returncode == 0, res.stderr
     assert "GT201" in res.stdout  # the workers rendered it
     assert not marker.exists()
+
+
+def test_a_killed_parent_leaves_no_private_folder_of_its_worker(tmp_path: Path) -> None:
+    """A parent killed outright cannot remove its worker's private TMPDIR: the worker, which ends with it, does
+    (each parse-check child left a folder of llama.cpp stand-ins in /tmp)."""
+    info = tmp_path / "tmp.txt"
+    code = (
+        "from gguftpl.worker import Op, Worker, WorkerSpec\n"
+        "w = Worker(WorkerSpec('t', {'spin': Op('tests.worker_ops:spin')}, private_tmp='gguftpl-test-kill-',\n"
+        f"    env={{'PYTHONPATH': {str(ROOT)!r}}}))\n"
+        "w.prestart(); w._ensure_ready()\n"
+        f"open({str(info)!r}, 'w').write(w._tmp)\n"
+        "print('ready', flush=True)\n"
+        "import time; time.sleep(3600)\n"
+    )
+    parent = _python(code)
+    wait_until(lambda: info.exists() and info.read_text() != "", "the worker never started")
+    folder = Path(info.read_text())
+    assert folder.is_dir()
+    parent.kill()
+    parent.communicate()
+    wait_until(lambda: not folder.exists(), "the killed parent's worker left its private folder")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CHATML
+from tests.conftest import CHATML, ROOT
 from tests.test_hostile_cli import SAFETY_TIMEOUT, Proc, assert_one_line_error, run_gguftpl
 
 MakeGGUF = Callable[..., Path]
@@ -243,27 +243,52 @@ def test_an_empty_output_path_is_one_line_and_writes_nothing(make_gguf: MakeGGUF
 # --- Ctrl-C ------------------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_while_the_parse_check_worker_shuts_down_leaves_no_traceback_and_no_worker() -> None:
-    """A Ctrl-C in the last moments of `audit` (the parse-check worker given 5 s to exit at atexit) printed a
-    KeyboardInterrupt traceback and could leave the worker running."""
-    pytest.importorskip("xllamacpp")
+def test_ctrl_c_while_a_worker_shuts_down_leaves_no_traceback_and_no_worker() -> None:
+    """A Ctrl-C in the last moments of a command, while a worker given seconds to exit at atexit is waited for,
+    printed a KeyboardInterrupt traceback and could leave the worker running (the parse-check worker was such a
+    worker; it is killed at close now, so a worker with an exit grace stands in for it)."""
     script = (
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)  # even if the runner ignores SIGINT\n"
         "import os, signal, sys, threading\n"
-        "from gguftpl.engines.llamacpp import parse_check, parse_check_worker\n"
-        f"parse_check([{CHATML!r}])\n"
-        "checker = parse_check_worker()\n"
-        "pid = checker.pid\n"
+        "from gguftpl.worker import Op, Worker, WorkerSpec\n"
+        "w = Worker(WorkerSpec('t', {'echo': Op('tests.worker_ops:echo')}, exit_grace=30.0,\n"
+        f"    env={{'PYTHONPATH': {str(ROOT)!r}}}))\n"
+        "assert w.ask('echo', 1, 60).ok\n"
+        "pid = w.pid\n"
         "os.kill(pid, signal.SIGSTOP)  # a worker slow to exit: close() waits for it\n"
         "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
-        "checker.close()\n"
+        "w.close()\n"
         "print('closed', pid)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=SAFETY_TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=SAFETY_TIMEOUT, cwd=ROOT
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     pid = int(proc.stdout.split()[-1])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped, not left stopped
+
+
+def test_a_stopped_parse_check_worker_is_killed_at_close_not_waited_for() -> None:
+    """The parse-check worker's stand-ins live in its private folder, which the parent removes: close() kills it
+    at once, even when it is stopped and could never exit on its own."""
+    pytest.importorskip("xllamacpp")
+    script = (
+        "import os, signal\n"
+        "from gguftpl.engines.llamacpp import parse_check, parse_check_worker\n"
+        f"parse_check([{CHATML!r}])\n"
+        "checker = parse_check_worker()\n"
+        "pid, folder = checker.pid, checker._tmp\n"
+        "os.kill(pid, signal.SIGSTOP)\n"
+        "checker.close()\n"
+        "print(os.path.exists(folder), pid)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=SAFETY_TIMEOUT)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    exists, pid = proc.stdout.split()[-2:]
+    assert exists == "False"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)
 
 
 @pytest.mark.parametrize("second", ["<|im_start|>", "<|im_start|>\x00tail"])

@@ -95,3 +95,85 @@ def test_inspect_and_patch_of_a_file_being_rewritten_end_with_a_line(
             assert line.startswith("gguftpl: error: "), w.stderr
         else:
             assert w.stdout.strip()
+
+
+# --------------------------------------------------------------------------------------------- item 12
+
+
+def _templates(path: Path) -> dict[str, str]:
+    with read_header(path) as header:
+        return {n: t.text for n, t in load_templateset(header).templates.items()}
+
+
+def _patch_in_place(model: Path, name: str, tpl: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gguftpl", "patch", str(model), "--template", f"{name}={tpl}", "--in-place", "--no-audit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _waits_on_a_lock(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` is blocked on a lock of ``path`` (the kernel's own table, /proc/locks)."""
+    ino = f":{path.stat().st_ino} "
+    with open("/proc/locks") as fh:
+        return any("->" in line and f" {pid} " in line and ino in line for line in fh)
+
+
+def test_a_patch_in_place_waits_for_the_one_writing_and_then_writes_nothing(make_gguf: Callable[..., Path]) -> None:
+    """The lost update, made certain: while "another patch" (this test) holds the file's lock, a real
+    ``patch --in-place`` plans from the file and waits; the other one renames its output over the file and lets go;
+    the waiting patch then finds another file and stops with one line. Its change is not written over the
+    other's (before the lock it wrote at once, exit 0, and a real second patch renamed over it: one lost)."""
+    model = make_gguf("m.gguf", templates={"default": CHATML})
+    tpl = model.parent / "tool_use.jinja"
+    tpl.write_text(CHATML.replace("<|im_start|>", "<|im_start|>T "))
+    other = CHATML.replace("assistant", "assistant2")
+    holder = os.open(model, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        proc = _patch_in_place(model, "tool_use", tpl)
+        deadline = time.monotonic() + SAFETY_TIMEOUT
+        while proc.poll() is None and not _waits_on_a_lock(proc.pid, model) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        waited = proc.poll() is None
+        # the other patch's write: its output renamed over the file, as patch --in-place does
+        import gguftpl
+
+        gguftpl.patch_templates(model, model.parent / "other.gguf", {"default": other})
+        os.replace(model.parent / "other.gguf", model)
+    finally:
+        os.close(holder)
+    out, err = proc.communicate(timeout=SAFETY_TIMEOUT)
+    assert waited, f"the patch did not wait for the lock: exit {proc.returncode}\n{out}{err}"
+    assert proc.returncode == 2, (proc.returncode, out, err)
+    (line,) = err.splitlines()
+    assert line.startswith("gguftpl: error: ") and "changed while this patch was being planned" in line, line
+    assert _templates(model) == {"default": other}  # the other's change stands; nothing of this one
+
+
+def test_two_real_patches_in_place_never_both_report_success_with_a_change_lost(
+    make_gguf: Callable[..., Path],
+) -> None:
+    rounds = 6
+    for r in range(rounds):
+        model = make_gguf(f"m{r}.gguf", templates={"default": CHATML})
+        texts = {name: CHATML.replace("<|im_start|>", f"<|im_start|>{name} ") for name in ("tool_use", "rag")}
+        tpls = {}
+        for name, text in texts.items():
+            tpls[name] = model.parent / f"{name}{r}.jinja"
+            tpls[name].write_text(text)
+        procs = {name: _patch_in_place(model, name, tpl) for name, tpl in tpls.items()}
+        done = {name: (p, *p.communicate(timeout=SAFETY_TIMEOUT)) for name, p in procs.items()}
+        ok = {name for name, (p, _, _) in done.items() if p.returncode == 0}
+        for name, (p, out, err) in done.items():
+            assert p.returncode in (0, 2), (name, p.returncode, out, err)
+            if p.returncode == 2:
+                (line,) = err.splitlines()
+                assert "changed while this patch was being planned" in line, line
+        assert ok, done  # one of them always writes
+        got = _templates(model)
+        # every patch that said it wrote has its template in the file: no change lost behind an exit 0
+        assert {n for n in got if n != "default"} == ok, (r, done, sorted(got))
+        assert all(got[n] == texts[n] for n in ok)

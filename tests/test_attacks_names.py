@@ -99,8 +99,12 @@ def test_the_checker_used_above_refuses_what_is_not_a_uri() -> None:
     assert is_uri_reference("a/b%FFc.gguf") and is_uri_reference("file:///tmp/x%20y.gguf")
     assert not is_uri_reference("a/b\udcffc.gguf") and not is_uri_reference("a b.gguf")
     with pytest.raises(jsonschema.ValidationError):
-        validate_sarif({"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}}, "artifacts": [
-            {"location": {"uri": "bad name.gguf"}}]}]})
+        validate_sarif(
+            {
+                "version": "2.1.0",
+                "runs": [{"tool": {"driver": {"name": "x"}}, "artifacts": [{"location": {"uri": "bad name.gguf"}}]}],
+            }
+        )
 
 
 # --------------------------------------------------------------------------------------------- item 12

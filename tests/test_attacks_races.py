@@ -107,7 +107,17 @@ def _templates(path: Path) -> dict[str, str]:
 
 def _patch_in_place(model: Path, name: str, tpl: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "gguftpl", "patch", str(model), "--template", f"{name}={tpl}", "--in-place", "--no-audit"],
+        [
+            sys.executable,
+            "-m",
+            "gguftpl",
+            "patch",
+            str(model),
+            "--template",
+            f"{name}={tpl}",
+            "--in-place",
+            "--no-audit",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -41,11 +42,12 @@ def rewritten(tmp_path: Path, corpus_file: Callable[[str], Path]) -> Iterator[tu
     target = folder / "a-rewritten.gguf"
     shutil.copyfile(src, target)
     shutil.copyfile(SAMPLE, folder / "z-quiet.gguf")
-    writer = subprocess.Popen(["sh", "-c", 'while :; do cp "$0" "$1"; done', str(src), str(target)])
+    loop = 'while :; do cp "$0" "$1"; done'
+    writer = subprocess.Popen(["sh", "-c", loop, str(src), str(target)], start_new_session=True)
     try:
         yield folder, target
     finally:
-        writer.kill()
+        os.killpg(writer.pid, signal.SIGKILL)  # the shell and the cp it is running
         writer.wait()
 
 

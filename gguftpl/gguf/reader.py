@@ -66,9 +66,10 @@ class LocalSource:
     Not memory-mapped: a file truncated under a mapping (a ``cp`` rewriting it in place) kills the process
     with SIGBUS at the next touch of a page past the new end, which no Python code can catch; a short read is
     an error line (``GGUFFormatError``) and the folder audit goes on (issue 27). The buffer is anonymous memory
-    reserved for the whole bound at once (only the pages read into are ever touched), so it never moves and
-    the kernel copies each read straight into it; each read about doubles what it holds, from READ_AHEAD, up to
-    READ_STEP more at a time, and never past ``limits.MAX_HEADER_BYTES`` (the remote reader's bound too)."""
+    reserved for RESERVE bytes at once (a page is used only once read into), so the kernel copies each read
+    straight into it and nothing read is copied again; each read about doubles what it holds, from READ_AHEAD,
+    up to READ_STEP more at a time, and never past ``limits.MAX_HEADER_BYTES`` (the remote reader's bound too).
+    Far less address space than the mapping of the whole file it replaces."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = os.fspath(path)
@@ -82,9 +83,8 @@ class LocalSource:
             if self.size == 0:
                 raise GGUFFormatError("empty file, not a GGUF", 0)
             self._cap = min(self.size, limits.MAX_HEADER_BYTES)
-            self._buf: Any = mmap.mmap(-1, self._cap)  # anonymous: nothing the file does can reach it
-            if self._cap > READ_AHEAD and hasattr(mmap, "MADV_HUGEPAGE"):
-                self._buf.madvise(mmap.MADV_HUGEPAGE)  # a 16 MB header in 8 faults, not 4,000
+            # anonymous memory (the file cannot reach it), reserved at once: only the pages read into are used
+            self._buf: Any = mmap.mmap(-1, min(self._cap, RESERVE))
             self._fill(min(self._cap, READ_AHEAD))
         except (OSError, ValueError) as exc:
             self._fh.close()
@@ -113,6 +113,8 @@ class LocalSource:
 
     def _fill(self, target: int) -> None:
         """Read bytes [available, target) into the buffer; fewer than the size said means the file shrank."""
+        if target > len(self._buf):
+            self._grow(target)
         view = memoryview(self._buf)
         try:
             while self._filled < target:
@@ -125,6 +127,13 @@ class LocalSource:
                 self._filled += got
         finally:
             view.release()
+
+    def _grow(self, size: int) -> None:
+        """A header past RESERVE (no real one): a buffer twice as large, what was read copied into it."""
+        bigger = mmap.mmap(-1, min(self._cap, max(size, 2 * len(self._buf))))
+        bigger[: self._filled] = self._buf[: self._filled]
+        self._buf.close()
+        self._buf = bigger
 
     def read_range(self, start: int, end: int) -> bytes:
         if not self._closed and end <= self._filled:
@@ -146,6 +155,9 @@ READ_AHEAD = 1 << 20
 """The first read of a local header (all of a small file); each later one about doubles what is held."""
 READ_STEP = 4 << 20
 """The most one later read adds (a 11.4 MB header is read as 12 MB, not 16)."""
+RESERVE = 64 << 20
+"""Address space a local header's buffer takes at first: real headers are under 32 MB (a 262k vocabulary with
+its merges ~ 16 MB); a larger one is copied into a buffer twice as large, up to the bound."""
 
 
 def _shrank(got: int) -> GGUFFormatError:

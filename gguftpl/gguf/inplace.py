@@ -10,7 +10,7 @@ over it, or any program changed it, and this one stops with one line, nothing wr
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import os
 from collections.abc import Iterator
 
@@ -30,14 +30,20 @@ def locked_in_place(path: str, planned_from: FileIdentity | None) -> Iterator[No
     """Hold an exclusive lock on ``path`` (waiting for another patch of it to finish) and refuse to go on
     when it is no longer the file ``planned_from`` describes."""
     try:
+        import fcntl
+    except ImportError:  # not a POSIX system: no lock, the check below still holds
+        fcntl = None  # type: ignore[assignment]
+    try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise PatchError(f"cannot open {path} to lock it: {exc.strerror or exc}") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when this process ends, however it ends
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when this process ends, however it ends
         except OSError as exc:
-            raise PatchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without locks
+                raise PatchError(f"cannot lock {path}: {exc.strerror or exc}") from None
         try:
             now: FileIdentity | None = file_identity(path)
         except OSError:

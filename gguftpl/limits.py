@@ -76,3 +76,10 @@ answers are tens to hundreds of KB; a thousand tools with their schemas about 2 
 
 MAX_MCP_PAGES = 1000
 """tools/list pages followed before a server's pagination counts as endless."""
+
+# --- GGUF headers
+
+MAX_HEADER_BYTES = 512 * 1024 * 1024
+"""Largest GGUF header (metadata and tensor infos) read, local or remote: it is read into memory (a local file
+is not memory-mapped: truncated underneath, a mapping kills the process with SIGBUS). No real header comes
+close (262k vocabulary + merges ~ 16 MB); a hostile length must not turn a header read into reading the file."""

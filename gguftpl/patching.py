@@ -112,6 +112,18 @@ def run_patch(
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
     if not plan.set_kv and not plan.remove_keys:
         raise PatchError("nothing to change: the file already has exactly these templates")
+    if not options.in_place:
+        return _carry_out(plan, out_s, options, progress, tools_default)
+    from gguftpl.gguf.inplace import locked_in_place
+
+    with locked_in_place(out_s, plan.planned_from):  # a second patch of the file waits, then finds it changed
+        return _carry_out(plan, out_s, options, progress, tools_default)
+
+
+def _carry_out(
+    plan: PatchPlan, out_s: str, options: PatchOptions, progress: ProgressFn | None, tools_default: ToolsDefault | None
+) -> PatchResult:
+    """Audit the input, refuse new errors, write, read back, audit the output."""
     from gguftpl.auditcache import AnalysisCache
 
     # the three audits share what they learn of the templates they have in common, and the cache folder keeps

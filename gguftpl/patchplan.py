@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.errors import PatchError, TemplateError, UsageError
+from gguftpl.gguf.inplace import FileIdentity, file_identity
 from gguftpl.gguf.reader import ValueType, read_header
 from gguftpl.gguf.templateset import (
     LIST_KEY,
@@ -94,6 +95,9 @@ class PatchPlan:
     directly or copied from upstream."""
     previous_provenance: dict[str, Any] = field(default_factory=dict)
     """The ``gguftpl.patch.*`` keys the file has from an earlier patch."""
+    planned_from: FileIdentity | None = None
+    """The file as it was when planned (``gguf.inplace.file_identity``): ``--in-place`` writes nothing if the path
+    names another file by then (another patch renamed its output over it)."""
 
     @property
     def changes(self) -> list[PlanItem]:
@@ -132,6 +136,10 @@ def plan_patch(
 ) -> PatchPlan:
     """Set ``set_templates`` (name -> text) and remove the ``remove`` names; a name set to the text the
     file already has is a ``keep`` item. ``extra_kv`` (key -> value or ``Typed``) is written too."""
+    try:
+        planned_from: FileIdentity | None = file_identity(src)  # before reading: a change while it is read shows
+    except OSError:
+        planned_from = None  # read_header says what is wrong with the path
     with read_header(src) as header:
         ts = load_templateset(header)
         has_list_key = LIST_KEY in header.kv
@@ -170,7 +178,9 @@ def plan_patch(
     extra = dict(extra_kv or {})
     set_kv.update(extra)
     previous = {k: v for k, v in ts.provenance.items() if k.startswith(PROVENANCE_PREFIX)}
-    return PatchPlan(os.fspath(src), items, set_kv, remove_keys, extra, previous_provenance=previous)
+    return PatchPlan(
+        os.fspath(src), items, set_kv, remove_keys, extra, previous_provenance=previous, planned_from=planned_from
+    )
 
 
 def plan_from_files(

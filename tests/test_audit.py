@@ -3,10 +3,13 @@ and auditing a header from any source."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
+import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +237,34 @@ def test_unlistable_folder_is_an_error_not_a_silent_skip(tmp_path: Path) -> None
             collect_paths([tmp_path / "d"])
     finally:
         locked.chmod(0o755)
+
+
+class _Recording(AnalysisCache):
+    """An AnalysisCache that keeps a weak reference to everything it loads for each file (the header, its
+    template set and vocabulary, the facts), so a test can see what outlives the file's report."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[list[weakref.ref[Any]]] = []
+
+    def load(self, header: Any, engine: str) -> Any:
+        loaded, seen = super().load(header, engine)
+        self.refs.append([weakref.ref(o) for o in (header, loaded.tset, loaded.vocab, loaded.facts, loaded)])
+        return loaded, seen
+
+
+def test_a_folder_audit_keeps_one_file_s_facts_at_a_time(tmp_path: Path, make_gguf: MakeGGUF) -> None:
+    """Issue 27 item 9: memory bounded by the largest file, not the folder (100 GGUFs of 262k tokens held 4.67 GB
+    when every file's loaded facts were kept): once a file is reported, nothing loaded for it stays alive, but
+    for the last file's (kept for the next quant of the same model)."""
+    (tmp_path / "models").mkdir()
+    for i in range(4):
+        make_gguf(f"models/m{i}.gguf", templates={"default": CHATML}, extra_kv={"general.name": f"model {i}"})
+    cache = _Recording()
+    run = audit_paths([tmp_path / "models"], cache=cache)
+    assert len(run.files) == 4 and len(cache.refs) == 4 and cache.header_hits == 0
+    gc.collect()
+    alive = [i for i, refs in enumerate(cache.refs) if any(r() is not None for r in refs)]
+    assert alive == [3], f"the loaded facts of files {alive} outlived their reports"
+    # the report itself holds what it shows, and still shows it
+    assert all(fa.findings and fa.error is None for fa in run.files)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,45 @@ def test_ggml_type_table_matches_gguf_py():
         q = gguf.GGMLQuantizationType(type_id)
         assert q.name == name
         assert gguf.GGML_QUANT_SIZES[q] == (block, size)
+
+
+# --- issue 27 item 10: read with pread into a buffer of its own, never a mapping of the file -----------------
+
+
+def _header_facts(h) -> tuple:
+    tokens = h.kv["tokenizer.ggml.tokens"].decoded()
+    return (h.kv_count, h.tensor_count, h.data_offset, len(tokens), tokens[:50], tokens[-50:], h.get("general.name"))
+
+
+def test_a_header_read_in_small_pieces_is_the_same_header(corpus_file, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The buffer's first read, its later ones and a header larger than its first reservation (copied into a
+    larger one) give exactly what one read of it all gives."""
+    from gguftpl.gguf import reader
+
+    path = corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+    want = _header_facts(read_header(path))
+    monkeypatch.setattr(reader, "READ_AHEAD", 4096)
+    monkeypatch.setattr(reader, "READ_STEP", 64 * 1024)
+    monkeypatch.setattr(reader, "RESERVE", 100_000)
+    assert _header_facts(read_header(path)) == want
+
+
+def test_a_file_that_shrinks_while_read_is_a_format_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gguftpl.errors import GGUFFormatError
+    from gguftpl.gguf import reader
+
+    path = tmp_path / "m.gguf"
+    tokens = [f"tok{i}" for i in range(5000)]
+    write_gguf(path, {"general.architecture": "llama", "tokenizer.ggml.tokens": tokens})
+    monkeypatch.setattr(reader, "READ_AHEAD", 4096)
+    src = reader.LocalSource(path)  # has read its first 4096 bytes
+    os.truncate(path, 10_000)  # as a cp over it does, before it writes again
+    with pytest.raises(GGUFFormatError, match="shrank while being read") as err:
+        read_header(src)
+    assert err.value.offset == 10_000
+    # a lazy array decoded after its header was closed re-reads the file: cut short, it is the same error
+    write_gguf(path, {"general.architecture": "llama", "tokenizer.ggml.tokens": tokens})
+    header = read_header(path)
+    os.truncate(path, 10_000)
+    with pytest.raises(GGUFFormatError, match="shrank while being read"):
+        header.kv["tokenizer.ggml.tokens"].decoded()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import urllib.parse
 from pathlib import Path
@@ -191,6 +192,12 @@ def test_sarif_validates_and_links_rules() -> None:
         ("a/b c.gguf", "a/b%20c.gguf"),
         ("/tmp/x y.gguf", "file:///tmp/x%20y.gguf"),
         ("hf://org/repo/m.gguf", "hf://org/repo/m.gguf"),
+        # issue 27 item 11: any name, as the bytes the filesystem holds, percent-encoded (RFC 3986)
+        (os.fsdecode(b"x\xff.gguf"), "x%FF.gguf"),
+        ("/tmp/é #?.gguf", "file:///tmp/%C3%A9%20%23%3F.gguf"),
+        ("a:b.gguf", "a%3Ab.gguf"),  # not a URI with the scheme "a"
+        ("hf://org/repo/my model é.gguf", "hf://org/repo/my%20model%20%C3%A9.gguf"),
+        ("https://host/x%20y%zz.gguf", "https://host/x%20y%25zz.gguf"),  # encoded already: kept; a stray % encoded
     ],
 )
 def test_sarif_artifact_uri(label: str, expected: str) -> None:

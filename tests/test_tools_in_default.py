@@ -151,14 +151,35 @@ def test_library_call_proves_and_patches(tmp_path: Path) -> None:
         "\n" + CHATML,  # trim_blocks eats the first newline after our {% if %}/{% else %}
         "{% for m in messages %}{{ m.content }}\n{% endfor %}  ",  # lstrip_blocks before our {% endif %}
         "{% set sep = '\\n' %}{% for m in messages %}{{ m.role }}{{ sep }}{{ m.content }}{% endfor %}\r\n",
+        # issue 27: text ending in "{" ran into the {% else %}/{% endif %} glued after it ("{{%")
+        CHATML + "{",
+        CHATML + "{\n",  # the brace, then the trailing newline Jinja drops
+        CHATML + "\n  {",  # the indentation before it, which lstrip_blocks must not strip either
+        "{% for m in messages %}{{ m.content }}{% endfor %}{{ '}' }}{",
     ],
 )
-def test_combine_renders_each_branch_exactly(default: str) -> None:
-    new = toolsdefault.combine(default, TOOLS + "\n")
+@pytest.mark.parametrize("tool_use", [TOOLS + "\n", TOOLS + "{"], ids=["tool_use", "tool_use ending in {"])
+def test_combine_renders_each_branch_exactly(default: str, tool_use: str) -> None:
+    new = toolsdefault.combine(default, tool_use)
     for p in toolsdefault.probes():
         if p.name.startswith("tool round trip"):
             continue  # these toy templates print only content
-        want = render_hf(TOOLS + "\n" if p.tools else default, p.messages, p.tools, p.add_generation_prompt)
+        want = render_hf(tool_use if p.tools else default, p.messages, p.tools, p.add_generation_prompt)
+        assert render_hf(new, p.messages, p.tools, p.add_generation_prompt) == want, p.name
+
+
+def test_a_template_ending_in_a_brace_is_patched_and_proven(tmp_path: Path, make_gguf) -> None:
+    """Through the command line and llama.cpp's proof: the join is the template's, not llama.cpp's problem."""
+    src = make_gguf("m.gguf", templates={"default": CHATML + "{", "tool_use": TOOLS + "{"})
+    out = tmp_path / "o.gguf"
+    res = CliRunner().invoke(main_group, ["patch", str(src), "--tools-in-default", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "DIFFERS" not in res.output and "llama.cpp" in res.output
+    new = _templates(out)[0]["default"]
+    for p in toolsdefault.probes():
+        if p.name.startswith("tool round trip"):
+            continue
+        want = render_hf((TOOLS if p.tools else CHATML) + "{", p.messages, p.tools, p.add_generation_prompt)
         assert render_hf(new, p.messages, p.tools, p.add_generation_prompt) == want, p.name
 
 

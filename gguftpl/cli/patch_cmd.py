@@ -126,7 +126,12 @@ def upstream_source(
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
 @click.option("--template", "templates", multiple=True, metavar="NAME=PATH", help="Set template NAME from a file.")
 @click.option("--remove", "remove", multiple=True, metavar="NAME", help="Remove template NAME.")
-@click.option("--in-place", is_flag=True, help="Replace FILE itself (still via a temp file and rename).")
+@click.option(
+    "--in-place",
+    is_flag=True,
+    help="Replace FILE itself (still via a temp file and rename). A second patch of FILE meanwhile waits for this one, "
+    "then stops, nothing written, as FILE changed since it read it.",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
 @upstream_options

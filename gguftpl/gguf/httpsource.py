@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gguftpl import hubenv
+from gguftpl import hubenv, limits
 from gguftpl.errors import GGUFFormatError, HubError
 
 __all__ = [
@@ -38,8 +38,8 @@ __all__ = [
 DEFAULT_INITIAL_CHUNK = 256 * 1024
 DEFAULT_MAX_CHUNK = 8 * 1024 * 1024
 # No real header comes close (262k vocab + merges ~ 16 MB); a hostile length with no known file size
-# must not turn a header read into a download.
-MAX_HEADER_BYTES = 512 * 1024 * 1024
+# must not turn a header read into a download (the local reader's bound too).
+MAX_HEADER_BYTES = limits.MAX_HEADER_BYTES
 _STREAM_READ = 64 * 1024
 _RETRY_STATUS = (429, 500, 502, 503, 504)
 

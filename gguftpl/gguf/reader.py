@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gguftpl import limits
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.format import FMT, GGML_TYPES, SIZE, ValueType
 from gguftpl.gguf.lazyarray import MARK_EVERY, LazyArray
@@ -60,50 +61,121 @@ class ByteSource(Protocol):
 
 
 class LocalSource:
-    """A local file, memory-mapped: only the header pages are ever touched."""
+    """A local file, read with ``pread`` into one buffer: only the header's bytes are ever read.
+
+    Not memory-mapped: a file truncated under a mapping (a ``cp`` rewriting it in place) kills the process
+    with SIGBUS at the next touch of a page past the new end, which no Python code can catch; a short read is
+    an error line (``GGUFFormatError``) and the folder audit goes on (issue 27). The buffer is anonymous memory
+    reserved for RESERVE bytes at once (a page is used only once read into), so the kernel copies each read
+    straight into it and nothing read is copied again; each read about doubles what it holds, from READ_AHEAD,
+    up to READ_STEP more at a time, and never past ``limits.MAX_HEADER_BYTES`` (the remote reader's bound too).
+    Far less address space than the mapping of the whole file it replaces."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.name = os.fspath(path)
-        # a FIFO or device named as the model must fail at once, not block open() or map nothing
+        # a FIFO or device named as the model must fail at once, not block open() or read for ever
         self._fh = open_regular(self.name, what="GGUF file", error=GGUFFormatError)
+        self._fd = self._fh.fileno()
+        self._filled = 0
+        self._closed = False
         try:
-            self.size: int | None = os.fstat(self._fh.fileno()).st_size
+            self.size: int | None = os.fstat(self._fd).st_size
             if self.size == 0:
                 raise GGUFFormatError("empty file, not a GGUF", 0)
-            self._map: Any = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except GGUFFormatError:
-            self._fh.close()
-            raise
+            self._cap = min(self.size, limits.MAX_HEADER_BYTES)
+            # anonymous memory (the file cannot reach it), reserved at once: only the pages read into are used
+            self._buf: Any = mmap.mmap(-1, min(self._cap, RESERVE))
+            self._fill(min(self._cap, READ_AHEAD))
         except (OSError, ValueError) as exc:
             self._fh.close()
-            raise GGUFFormatError(f"cannot map {self.name}: {exc}") from exc
+            raise GGUFFormatError(f"cannot read {self.name}: {exc}") from exc
+        except BaseException:
+            self._fh.close()
+            raise
 
     @property
     def data(self) -> Any:
-        return self._map
+        return self._buf
 
     @property
     def available(self) -> int:
-        assert self.size is not None
-        return self.size
+        return self._filled
 
     def ensure(self, end: int) -> None:
         assert self.size is not None
+        if end <= self._filled:
+            return
         if end > self.size:
             raise GGUFFormatError(f"truncated file: needs {end} bytes, has {self.size}", self.size)
+        if end > self._cap:
+            raise GGUFFormatError(f"header would be larger than {self._cap} bytes; refusing to read it")
+        self._fill(min(self._cap, max(end, self._filled + min(self._filled, READ_STEP))))
+
+    def _fill(self, target: int) -> None:
+        """Read bytes [available, target) into the buffer; fewer than the size said means the file shrank."""
+        if target > len(self._buf):
+            self._grow(target)
+        view = memoryview(self._buf)
+        try:
+            while self._filled < target:
+                try:
+                    got = os.preadv(self._fd, [view[self._filled : target]], self._filled)
+                except OSError as exc:
+                    raise GGUFFormatError(f"cannot read {self.name}: {exc.strerror or exc}", self._filled) from None
+                if got <= 0:
+                    raise _shrank(self._filled)
+                self._filled += got
+        finally:
+            view.release()
+
+    def _grow(self, size: int) -> None:
+        """A header past RESERVE (no real one): a buffer twice as large, what was read copied into it."""
+        bigger = mmap.mmap(-1, min(self._cap, max(size, 2 * len(self._buf))))
+        bigger[: self._filled] = self._buf[: self._filled]
+        self._buf.close()
+        self._buf = bigger
 
     def read_range(self, start: int, end: int) -> bytes:
-        if self._map.closed:
-            with open(self.name, "rb") as fh:
-                fh.seek(start)
-                return fh.read(end - start)
-        return bytes(self._map[start:end])
+        if not self._closed and end <= self._filled:
+            return self._buf[start:end]  # type: ignore[no-any-return]
+        if self._closed:
+            with open_regular(self.name, what="GGUF file", error=GGUFFormatError) as fh:
+                return _pread_exactly(fh.fileno(), self.name, start, end)
+        return _pread_exactly(self._fd, self.name, start, end)
 
     def close(self) -> None:
+        self._closed = True
         try:
-            self._map.close()
+            self._buf.close()  # lazy arrays keep this source (their loader), not the header's bytes
         finally:
             self._fh.close()
+
+
+READ_AHEAD = 1 << 20
+"""The first read of a local header (all of a small file); each later one about doubles what is held."""
+READ_STEP = 4 << 20
+"""The most one later read adds (a 11.4 MB header is read as 12 MB, not 16)."""
+RESERVE = 64 << 20
+"""Address space a local header's buffer takes at first: real headers are under 32 MB (a 262k vocabulary with
+its merges ~ 16 MB); a larger one is copied into a buffer twice as large, up to the bound."""
+
+
+def _shrank(got: int) -> GGUFFormatError:
+    return GGUFFormatError("the file shrank while being read (is another program writing it?)", got)
+
+
+def _pread_exactly(fd: int, name: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of the open file ``fd``; a short read (the file shrank or was replaced) is an error."""
+    out = bytearray()
+    while len(out) < end - start:
+        try:
+            chunk = os.pread(fd, end - start - len(out), start + len(out))
+        except OSError as exc:
+            raise GGUFFormatError(f"cannot read {name}: {exc.strerror or exc}", start + len(out)) from None
+        if not chunk:
+            raise _shrank(start + len(out))
+        out += chunk
+    return bytes(out)
 
 
 @dataclass
@@ -340,30 +412,34 @@ class _Cursor:
 
     def _skip_strings(self, count: int) -> list[int]:
         """Skip ``count`` strings; returns the offset of every MARK_EVERY-th (LazyArray.item uses them)."""
-        # The hot loop of a header read: 262k tokens + merges. Keep it tight.
+        # The hot loop of a header read: 262k tokens + merges. Keep it tight: one test per element, whether
+        # the next length prefix is still in the buffer (a string too long for the file ends past it too).
         unpack = self._u64.unpack_from
         off = self.off
-        size = self.src.size
+        if off + 8 > self.src.available:
+            self.src.ensure(off + 8)
         data = self.src.data
-        avail = self.src.available
+        limit = self.src.available - 8
         marks: list[int] = []
         for first in range(0, count, MARK_EVERY):  # a mark per block, no test per element
             marks.append(off)
-            for _ in range(min(MARK_EVERY, count - first)):
-                if off + 8 > avail:
-                    self.src.ensure(off + 8)
-                    data, avail = self.src.data, self.src.available
+            for i in range(min(MARK_EVERY, count - first)):
                 (n,) = unpack(data, off)
-                off += 8
-                if size is not None and n > size - off:
-                    raise GGUFFormatError(
-                        f"array string length {n} exceeds the {size - off} bytes that remain", off - 8
-                    )
-                off += n
-        if off > avail:
-            self.src.ensure(off)
+                off += 8 + n
+                if off > limit:
+                    self._past_buffer(off, n, count - first - i - 1)
+                    data, limit = self.src.data, self.src.available - 8
         self.off = off
         return marks
+
+    def _past_buffer(self, off: int, n: int, left: int) -> None:
+        """The string of length ``n`` ending at ``off`` leaves no whole length prefix in the buffer: refuse a length
+        the file cannot hold, else read on (to the next prefix while ``left`` strings follow)."""
+        size = self.src.size
+        at = off - n  # where the string's bytes start
+        if size is not None and n > size - at:
+            raise GGUFFormatError(f"array string length {n} exceeds the {size - at} bytes that remain", at - 8)
+        self.src.ensure(off + 8 if left else off)
 
 
 def read_header(path_or_source: str | os.PathLike[str] | ByteSource, keep_open: bool = False) -> GGUFHeader:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 import struct
 import tempfile
@@ -258,7 +259,8 @@ def atomic_output(
                 raise
             fd = -1
     if fd < 0:
-        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
+        # a short name of its own, not the target's plus a suffix: a target name near NAME_MAX must still work
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=".tmp")
     fh = os.fdopen(fd, "wb", buffering=0)
     readable = tmp_name if tmp_name is not None else f"/proc/self/fd/{fd}"
     try:
@@ -267,14 +269,7 @@ def atomic_output(
         _apply_permissions(fh.fileno(), perms)
         os.fsync(fh.fileno())
         if tmp_name is None:
-            # give the unnamed inode a name next to the target, then rename it into place
-            tmp_name = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.{id(fh)}.tmp")
-            # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; a dir fd makes CPython use linkat, not link
-            proc_fd = os.open("/proc/self/fd", os.O_RDONLY)
-            try:
-                os.link(str(fh.fileno()), tmp_name, src_dir_fd=proc_fd, follow_symlinks=True)
-            finally:
-                os.close(proc_fd)
+            tmp_name = _link_unnamed(fh.fileno(), folder)  # a name next to the target, then renamed into place
         os.replace(tmp_name, target)
         tmp_name = None
         _fsync_dir(folder)
@@ -283,6 +278,28 @@ def atomic_output(
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+TEMP_PREFIX = ".gguftpl-"
+"""The temporary names in the output's folder: ``.gguftpl-`` + 8 random characters + ``.tmp`` (21 bytes, whatever
+the output's name: one of 255 bytes still fits the filesystem's limit)."""
+
+
+def _link_unnamed(fd: int, folder: str) -> str:
+    """Give the unnamed O_TMPFILE inode ``fd`` a short random name in ``folder``; returns it."""
+    # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; a dir fd makes CPython use linkat, not link
+    proc_fd = os.open("/proc/self/fd", os.O_RDONLY)
+    try:
+        for _ in range(100):
+            name = os.path.join(folder, TEMP_PREFIX + secrets.token_hex(4) + ".tmp")
+            try:
+                os.link(str(fd), name, src_dir_fd=proc_fd, follow_symlinks=True)
+            except FileExistsError:
+                continue
+            return name
+    finally:
+        os.close(proc_fd)
+    raise PatchError(f"cannot name the output in {folder}: every temporary name tried exists")
 
 
 def _fsync_dir(folder: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import urllib.parse
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
@@ -28,16 +29,27 @@ SARIF_VERSION = "2.1.0"
 
 
 def artifact_uri(label: str) -> str:
-    """A URI reference for a path as the user gave it: URLs stay, absolute paths become ``file://`` URIs,
-    relative paths stay relative (code scanning resolves them against the checkout)."""
-    if "://" in label:
-        return label
+    """A URI reference (RFC 3986, as SARIF requires) for a path as the user gave it: absolute paths become
+    ``file://`` URIs, relative paths stay relative (code scanning resolves them against the checkout). Any
+    file name: its bytes as the filesystem holds them (a name that is not UTF-8 too) are percent-encoded.
+    URLs keep what they have and get their disallowed characters percent-encoded."""
+    url = _URL.match(label)
+    if url:
+        # a URL may be encoded already: keep a valid %XX, encode a stray %
+        rest = _STRAY_PERCENT.sub("%25", label[url.end() :])
+        return url.group() + urllib.parse.quote(os.fsencode(rest), safe=_URI_CHARS)
     if os.path.isabs(label) or PureWindowsPath(label).is_absolute():
         path = label.replace("\\", "/")
         if not path.startswith("/"):
             path = "/" + path  # C:/x -> /C:/x
-        return "file://" + urllib.parse.quote(path, safe="/:")
-    return urllib.parse.quote(str(PurePosixPath(label.replace("\\", "/"))), safe="/")
+        return "file://" + urllib.parse.quote(os.fsencode(path), safe="/:")
+    return urllib.parse.quote(os.fsencode(str(PurePosixPath(label.replace("\\", "/")))), safe="/")
+
+
+_URI_CHARS = "/:@!$&'()*+,;=?#[]~%"
+"""RFC 3986's reserved characters and ``%`` (unreserved ones are never encoded)."""
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def rule_dict(rule: Rule) -> dict[str, Any]:

@@ -46,7 +46,17 @@ def _branch(text: str) -> str:
         text = "\n" + text  # trim_blocks eats the first newline after our block tag: give it one of ours
     if re.search(r"(?:^|[\r\n])[ \t]+$", text):
         text += "{{ '' }}"  # lstrip_blocks would strip the indentation before our next tag: end the line with output
-    return text
+    return _end_apart(text)
+
+
+def _end_apart(text: str) -> str:
+    """``text`` ending so that the tag glued after it stays that tag. A template that parses ends in text, not
+    inside a tag, and every delimiter (``{{``, ``{%``, ``{#``) starts with ``{``: a text ending in ``{`` (one at
+    most: ``{{`` would open an expression) would run into our ``{% else %}`` as ``{{%``, another token. That
+    brace is printed by an expression of its own instead; Jinja prints the same."""
+    if not text.endswith("{"):
+        return text
+    return text[:-1] + "{{ '{' }}"
 
 
 def combine(default: str, tool_use: str) -> str:

@@ -23,7 +23,16 @@ from gguftpl import limits
 from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
-from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.findings import (
+    Finding,
+    Location,
+    Rule,
+    Severity,
+    all_rules,
+    get_rule,
+    make_finding,
+    selector_specificity,
+)
 from gguftpl.gguf.modelkind import ModelKind
 from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
@@ -155,18 +164,12 @@ class RuleFilter:
         self.ignore = _split_selectors(ignore) or []
         known = [r.code for r in all_rules()]
         for s in (self.select or []) + self.ignore:
-            if s != "ALL" and not any(code.startswith(s) for code in known):
+            if not any(selector_specificity(code, s) >= 0 for code in known):
                 raise UsageError(f"unknown rule selector {s!r} (see `gguftpl rules`)")
 
     @staticmethod
     def _specificity(code: str, selectors: Sequence[str]) -> int:
-        best = -1
-        for s in selectors:
-            if s == "ALL":
-                best = max(best, 0)
-            elif code.startswith(s):
-                best = max(best, len(s))
-        return best
+        return max((selector_specificity(code, s) for s in selectors), default=-1)
 
     def __call__(self, code: str) -> bool:
         sel = 0 if self.select is None else self._specificity(code, self.select)

@@ -36,6 +36,7 @@ from gguftpl.findings import (
 from gguftpl.gguf.modelkind import ModelKind
 from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
+from gguftpl.safeio import not_found
 from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
@@ -479,11 +480,11 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         elif re.fullmatch(r"GT\d{1,3}", p, re.IGNORECASE):
             # `--ignore GT304 GT205` reads GT205 as a path: options take one value each
             raise UsageError(
-                f"no such file or directory: {p} (to select or ignore several rules, separate them with commas "
+                f"{not_found(p)} (to select or ignore several rules, separate them with commas "
                 f"or repeat the option: --ignore GT304,{p.upper()})"
             )
         else:
-            raise UsageError(f"no such file or directory: {p}")
+            raise UsageError(not_found(p))
     return out
 
 

@@ -35,6 +35,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def not_found(name: str, what: str = "GGUF file") -> str:
+    """The one wording of a missing input, in every command (``GGUF file not found: x.gguf``)."""
+    return f"{what} not found: {name}"
+
+
 def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError) -> None:
     """Raise ``error`` (one line that says what ``path`` is: a FIFO, a character device, a directory) unless
     it is an existing regular file. Opens nothing."""
@@ -42,7 +47,7 @@ def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: ty
     try:
         mode = os.stat(name).st_mode
     except FileNotFoundError:
-        raise error(f"{what} not found: {name}") from None
+        raise error(not_found(name, what)) from None
     except OSError as exc:
         raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
@@ -70,7 +75,7 @@ def open_regular(
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise error(f"{what} not found: {name}") from None
+        raise error(not_found(name, what)) from None
     except OSError as exc:
         raise error(f"cannot open {what} {name}: {exc.strerror or exc}") from None
     try:

@@ -41,3 +41,11 @@ def test_patch_inspect_and_diff_say_which_texts_are_proven(tmp_path: Path) -> No
     assert "catalog text PROXY (not byte-verified" in text
     header = next(line for line in text.splitlines() if line.strip().startswith("upstream:"))
     assert header.count("bundled catalog") == 1, header
+
+
+def test_diff_catalog_auto_names_the_catalog_once() -> None:
+    code, text = _run("diff", str(SAMPLE), "--catalog", "auto", "--no-behaviour")
+    assert code == 1
+    header = next(line for line in text.splitlines() if line.strip().startswith("upstream:"))
+    assert header.count("bundled catalog") == 1, header
+    assert header.endswith("(bundled catalog; matched)"), header

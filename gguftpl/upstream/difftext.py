@@ -34,7 +34,10 @@ def diff_data(result: DiffResult) -> dict[str, Any]:
 def diff_text(result: DiffResult) -> str:
     up = result.upstream
     origin = _ORIGIN.get(up.origin, up.origin)
-    how = f"; {result.how_found}" if result.how_found and result.how_found != origin else ""
+    how = result.how_found
+    if how.startswith(origin):  # "bundled catalog (matched)" under the origin "bundled catalog": say it once
+        how = how[len(origin) :].strip(" ()")
+    how = f"; {how}" if how else ""
     lines = [f"{result.file}", f"  upstream: {up.label} ({origin}{how})"]
     if up.commit_sha:
         lines.append(f"  commit:   {up.commit_sha}")

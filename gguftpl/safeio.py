@@ -40,6 +40,19 @@ def not_found(name: str, what: str = "GGUF file") -> str:
     return f"{what} not found: {name}"
 
 
+def check_output_folder(path: str | os.PathLike[str], *, error: type[GGUFTplError] = UsageError) -> str:
+    """The folder an output file ``path`` goes in (absolute); raise ``error`` (one line) unless it is an existing
+    folder. Every writer calls it, and the commands call it before any work, so a typo in ``-o`` is refused at
+    once, not after a plan or an audit."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        kind = kind_of(folder)
+        if kind is None and not os.path.lexists(folder):
+            raise error(f"output folder does not exist: {folder}")
+        raise error(f"output folder {folder} is {kind or 'a file'}, not a folder")
+    return folder
+
+
 def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError) -> None:
     """Raise ``error`` (one line that says what ``path`` is: a FIFO, a character device, a directory) unless
     it is an existing regular file. Opens nothing."""

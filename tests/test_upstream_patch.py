@@ -431,9 +431,7 @@ print(sorted(m for m in sys.modules if m == "click" or m.startswith("click.")))
     ],
     ids=["catalog", "tools-in-default", "remove", "template"],
 )
-def test_a_missing_output_folder_is_refused_before_the_plan(
-    samples_dir: Path, tmp_path: Path, argv: list[str]
-) -> None:
+def test_a_missing_output_folder_is_refused_before_the_plan(samples_dir: Path, tmp_path: Path, argv: list[str]) -> None:
     template = tmp_path / "t.jinja"
     template.write_text(CHATML, encoding="utf-8")
     missing = tmp_path / "no" / "such" / "x.gguf"

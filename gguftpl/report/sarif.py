@@ -2,9 +2,10 @@
 
 Rules carry their documentation (``tool.driver.rules``); each result points at the GGUF file and, as a
 logical location, at the metadata key holding the template. A GGUF is a binary artifact, so a result has no
-``region``: the line of the template (a line of a metadata string, not of the file) goes in the message and in
-the result's properties (``templateLine``, ``templateColumn``), as ``key:line:column:`` before the message. The fix is the one every format prints
-(:func:`gguftpl.report._common.fix_of`); SARIF's ``fixes`` (byte replacements in the artifact) are not used.
+``region``: the line of the template (a line of a metadata string, not of the file) is said before the message
+(``key:line:column:``) and kept in the result's properties (``templateLine``, ``templateColumn``). The fix is the
+one every format prints (:func:`gguftpl.report._common.fix_of`); SARIF's ``fixes`` (byte replacements in the
+artifact) are not used.
 """
 
 from __future__ import annotations

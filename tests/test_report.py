@@ -265,3 +265,21 @@ def test_every_format_carries_the_same_fix() -> None:
     github = get_formatter("github").format(base)
     assert escape_data(f"Fix: {words}") in github
     assert f"fix: {words}" in get_formatter("text").format(base)
+
+
+def test_the_canary_strings_are_explained_once_in_a_text_report() -> None:
+    """Evidence quotes gguftpl's probe data (qz7canaryuser, gguftpl_canary_lookup): the text report says what it is
+    once, under the first finding that quotes it, and a report that quotes none says nothing (issue 26 item 6)."""
+    from gguftpl.templates.probes import CANARY_LEGEND, CANARY_USER
+
+    assert CANARY_LEGEND not in render("text")
+    base = sample_run()
+    for i in range(2):
+        base.files[0].findings.append(
+            make_finding(R_WARN, f"quoted {i}", Location("models/hermes.gguf"), evidence=f"<user>{CANARY_USER}</s>")
+        )
+    out = get_formatter("text").format(base)
+    assert out.count(CANARY_LEGEND) == 1
+    lines = out.splitlines()
+    quoted = next(i for i, ln in enumerate(lines) if CANARY_USER in ln)
+    assert CANARY_LEGEND in lines[quoted + 1], lines[quoted : quoted + 2]

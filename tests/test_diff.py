@@ -268,7 +268,7 @@ def test_catalog_source_in_the_cli(make_gguf) -> None:
     gguf = make_gguf(templates={"default": CHATML})
     res = cli(["diff", str(gguf), "--catalog", HERMES, "--no-behaviour"])
     assert res.exit_code == 1
-    assert "bundled catalog" in res.output and "PROXY" in res.output
+    assert "bundled catalog" in res.output and "catalog text EXACT (byte-verified" in res.output
     assert f"--from-catalog {HERMES}" in res.output
 
 
@@ -309,7 +309,8 @@ def test_diff_is_a_library_call(samples_dir, capsys) -> None:
     # -U 0: no context lines, only the changed ones
     body = [ln for ln in changed.unified_diff.splitlines()[2:] if not ln.startswith("@@")]
     assert body and all(ln[0] in "+-\\" for ln in body)
-    assert res.how_found == "bundled catalog" and any("PROXY" in w for w in res.upstream.warnings)
+    assert res.how_found == "bundled catalog"
+    assert any(w.startswith(f"catalog entry {HERMES}: exact upstream") for w in res.upstream.warnings)
     assert capsys.readouterr() == ("", "")
     assert {f["code"] for f in diff_data(res)["findings"]} >= {"GT501"}
     out = cli(["diff", str(sample), "--catalog", HERMES, "--no-behaviour", "-U", "0"])

@@ -156,11 +156,11 @@ def test_unreachable_hub_falls_back_loudly_and_restamps_provenance(
     out = tmp_path / "o.gguf"
     r = gguftpl(["patch", str(src), "--from-hub", HERMES, "-o", str(out)], hub, tmp_path / "hf")
     assert r.returncode == 0, r.stderr
-    assert "WARNING: the Hub could not be reached" in r.stderr and "PROXY" in r.stderr
+    assert "WARNING: the Hub could not be reached" in r.stderr and "using the bundled catalog copy" in r.stderr
     prov = read_provenance(load_templateset(read_header(out)))
     entry = load_catalog().get(HERMES)
     assert prov["gguftpl.patch.source"] == "catalog" and prov["gguftpl.patch.revision"] == entry.revision  # type: ignore[union-attr]
-    assert prov["gguftpl.patch.template.tool_use.status"] == "PROXY"
+    assert prov["gguftpl.patch.template.tool_use.status"] == "EXACT"
 
     r2 = gguftpl(
         ["patch", str(src), "--from-hub", HERMES, "--no-fallback", "-o", str(tmp_path / "n.gguf")], hub, tmp_path / "hf"
@@ -329,7 +329,7 @@ def test_patch_from_upstream_repairs_the_sample_in_one_call(monkeypatch, tmp_pat
     assert result.plan.how_found == "bundled catalog"
     # the library says nothing: what the user should hear is data
     assert capsys.readouterr() == ("", "")
-    assert any("PROXY" in w for w in result.plan.warnings)
+    assert any(w.startswith(f"catalog entry {HERMES}: exact upstream") for w in result.plan.warnings)
 
 
 def test_patch_from_upstream_refuses_before_any_work(samples_dir: Path, tmp_path: Path) -> None:

@@ -147,6 +147,21 @@ def rules_matching(selector: str) -> list[Rule]:
     return by_name or [r for r in rules if selector_specificity(r.code, q) >= 0]
 
 
+def fix_text(finding: Finding, rule: Rule | None = None) -> str:
+    """How to fix ``finding``, in every format alike: its own command, else its rule's fix in words (``rule``, or
+    the registered rule of its code); ``""`` when neither says. The one place that decides it."""
+    if finding.fix:
+        return finding.fix
+    if rule is None:
+        rule = _RULES.get(finding.code)
+        if rule is None:
+            try:
+                rule = get_rule(finding.code)
+            except KeyError:
+                return ""
+    return rule.fix
+
+
 def make_finding(
     rule: Rule,
     message: str,

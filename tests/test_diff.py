@@ -339,3 +339,16 @@ def test_sentencepiece_unk_is_not_a_difference(corpus_file, tmp_path) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert not [d for d in data["special_tokens"]["differences"] if d["severity"] == "difference"]
+
+
+def test_diff_json_carries_the_fix_every_format_prints(make_gguf) -> None:
+    """diff's findings carry findings.fix_text, as the audit's formats do: never null where the rule says a fix."""
+    from gguftpl.findings import get_rule
+
+    gguf = make_gguf(templates={"default": CHATML})
+    res = CliRunner().invoke(main_group, ["diff", str(gguf), "--catalog", HERMES, "--no-behaviour", "--format", "json"])
+    assert res.exit_code == 1, res.output
+    findings = json.loads(res.stdout)["findings"]
+    assert findings
+    for f in findings:
+        assert f["fix"] is not None or not get_rule(f["code"]).fix, f

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gguftpl.findings import fix_text
 from gguftpl.upstream.diff import DiffResult, diff_findings
 
 _STATUS = {
@@ -27,7 +28,7 @@ _ORIGIN = {
 def diff_data(result: DiffResult) -> dict[str, Any]:
     """``result.to_dict()`` with the findings an audit would report for it."""
     data = result.to_dict()
-    data["findings"] = [f.to_dict() for f in diff_findings(result)]
+    data["findings"] = [{**f.to_dict(), "fix": fix_text(f) or None} for f in diff_findings(result)]
     return data
 
 

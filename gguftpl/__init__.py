@@ -81,7 +81,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "GGUFFormatError",
-    "GGUFHeader",
     "GGUFTplError",
     "HubError",
     "LlamaCppError",

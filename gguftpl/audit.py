@@ -23,10 +23,20 @@ from gguftpl import limits
 from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
-from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.findings import (
+    Finding,
+    Location,
+    Rule,
+    Severity,
+    all_rules,
+    get_rule,
+    make_finding,
+    selector_specificity,
+)
 from gguftpl.gguf.modelkind import ModelKind
 from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
+from gguftpl.safeio import not_found
 from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
@@ -155,18 +165,12 @@ class RuleFilter:
         self.ignore = _split_selectors(ignore) or []
         known = [r.code for r in all_rules()]
         for s in (self.select or []) + self.ignore:
-            if s != "ALL" and not any(code.startswith(s) for code in known):
+            if not any(selector_specificity(code, s) >= 0 for code in known):
                 raise UsageError(f"unknown rule selector {s!r} (see `gguftpl rules`)")
 
     @staticmethod
     def _specificity(code: str, selectors: Sequence[str]) -> int:
-        best = -1
-        for s in selectors:
-            if s == "ALL":
-                best = max(best, 0)
-            elif code.startswith(s):
-                best = max(best, len(s))
-        return best
+        return max((selector_specificity(code, s) for s in selectors), default=-1)
 
     def __call__(self, code: str) -> bool:
         sel = 0 if self.select is None else self._specificity(code, self.select)
@@ -476,11 +480,11 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         elif re.fullmatch(r"GT\d{1,3}", p, re.IGNORECASE):
             # `--ignore GT304 GT205` reads GT205 as a path: options take one value each
             raise UsageError(
-                f"no such file or directory: {p} (to select or ignore several rules, separate them with commas "
+                f"{not_found(p)} (to select or ignore several rules, separate them with commas "
                 f"or repeat the option: --ignore GT304,{p.upper()})"
             )
         else:
-            raise UsageError(f"no such file or directory: {p}")
+            raise UsageError(not_found(p))
     return out
 
 

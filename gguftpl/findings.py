@@ -128,6 +128,40 @@ def all_rules() -> list[Rule]:
     return sorted(_RULES.values(), key=lambda r: r.code)
 
 
+def selector_specificity(code: str, selector: str) -> int:
+    """How specifically ``selector`` (a code, a code prefix such as ``GT2``, or ``ALL``; any case) names the rule
+    ``code``: the selector's length, 0 for ``ALL``, -1 when it does not name it. The one home of prefix matching:
+    ``--select``/``--ignore`` (:class:`gguftpl.audit.RuleFilter`) and ``gguftpl rules PREFIX`` both use it."""
+    s = selector.strip().upper()
+    if s == "ALL":
+        return 0
+    return len(s) if s and code.upper().startswith(s) else -1
+
+
+def rules_matching(selector: str) -> list[Rule]:
+    """The rules a selector names: a code or prefix (``GT2``, ``gt20``, ``ALL``, as ``--select`` takes it) or a
+    rule's kebab-case name; sorted by code, empty when it names none."""
+    q = selector.strip()
+    rules = all_rules()
+    by_name = [r for r in rules if r.name == q.lower()]
+    return by_name or [r for r in rules if selector_specificity(r.code, q) >= 0]
+
+
+def fix_text(finding: Finding, rule: Rule | None = None) -> str:
+    """How to fix ``finding``, in every format alike: its own command, else its rule's fix in words (``rule``, or
+    the registered rule of its code); ``""`` when neither says. The one place that decides it."""
+    if finding.fix:
+        return finding.fix
+    if rule is None:
+        rule = _RULES.get(finding.code)
+        if rule is None:
+            try:
+                rule = get_rule(finding.code)
+            except KeyError:
+                return ""
+    return rule.fix
+
+
 def make_finding(
     rule: Rule,
     message: str,

@@ -95,6 +95,9 @@ class PatchResult:
 # ---------------------------------------------------------------------------------------------- the pipeline
 
 
+NOTHING_TO_CHANGE = "nothing to change: the file already has exactly these templates"
+
+
 def run_patch(
     plan: PatchPlan,
     out: str | os.PathLike[str] | None,
@@ -108,10 +111,10 @@ def run_patch(
     ``tools_default`` is the proof of a ``--tools-in-default`` plan (:func:`plan_tools_in_default`), carried
     into the result."""
     out_s = resolve_output(plan.path, out, in_place=options.in_place, force=options.force)
-    if plan.upstream is not None and not plan.changes:
+    if plan.agrees:
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
-    if not plan.set_kv and not plan.remove_keys:
-        raise PatchError("nothing to change: the file already has exactly these templates")
+    if plan.writes_nothing:
+        raise PatchError(NOTHING_TO_CHANGE)
     if not options.in_place:
         return _carry_out(plan, out_s, options, progress, tools_default)
     from gguftpl.gguf.inplace import locked_in_place
@@ -238,7 +241,7 @@ def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:
 
 def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bool = False, force: bool = False) -> str:
     """The output path, after refusing every unsafe combination (checked before any work is done)."""
-    from gguftpl.safeio import check_regular, kind_of
+    from gguftpl.safeio import check_output_folder, check_regular, kind_of
 
     check_regular(src, what="GGUF file", error=PatchError)  # a FIFO or /dev/zero is named as what it is
     if in_place:
@@ -258,6 +261,7 @@ def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bo
             if not force:
                 raise PatchError(f"{out_s} exists; use --force to overwrite it")
             out_s = os.path.realpath(out_s)
+    check_output_folder(out_s, error=PatchError)  # a typo in -o is refused before the plan, not after it
     kind = kind_of(out_s)
     if kind is not None:
         # renaming over a device node, FIFO or folder would destroy it, not write into it

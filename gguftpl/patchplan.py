@@ -104,6 +104,18 @@ class PatchPlan:
         return [i for i in self.items if i.action != KEEP]
 
     @property
+    def agrees(self) -> bool:
+        """Upstream's templates are the file's already: the patch writes nothing (a key such as the name list that
+        differs is left as it is), and says so up front. The one place that decides it (``run_patch``, the
+        plan's text and the CLI read it)."""
+        return self.upstream is not None and not self.changes
+
+    @property
+    def writes_nothing(self) -> bool:
+        """Nothing to write: upstream agrees (:attr:`agrees`), or the plan sets and removes no key at all."""
+        return self.agrees or not (self.set_kv or self.remove_keys)
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         """What the user should hear about the source (a Hub fallback, a catalog entry matched by name)."""
         return tuple(self.upstream.warnings) if self.upstream is not None else ()

@@ -53,7 +53,7 @@ def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) 
     item_keys = {it.key for it in plan.items}
     other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
     other += [("remove", k, None) for k in plan.remove_keys if k not in item_keys]
-    if other:
+    if other and not plan.agrees:  # keys of a patch that writes nothing would be a plan for nothing
         lines += ["", "other keys:"]
         lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
     return "\n".join(lines) + "\n"
@@ -68,6 +68,13 @@ def _catalog_status_lines(plan: PatchPlan) -> list[str]:
 
     written = [it.name for it in plan.changes if it.action != REMOVE and it.name in up.statuses]
     return [f"  catalog {name}: {proven(up.statuses[name])}" for name in written]
+
+
+def nothing_to_change_text(plan: PatchPlan) -> str:
+    """The line a patch whose upstream agrees with the file starts with, before its plan."""
+    up = plan.upstream
+    source = f"{up.label}'s templates" if up is not None else "the templates given"
+    return f"nothing to change: {plan.path} already has {source}; nothing is written\n"
 
 
 def result_text(result: PatchResult) -> str:

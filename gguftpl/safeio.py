@@ -35,6 +35,24 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def not_found(name: str, what: str = "GGUF file") -> str:
+    """The one wording of a missing input, in every command (``GGUF file not found: x.gguf``)."""
+    return f"{what} not found: {name}"
+
+
+def check_output_folder(path: str | os.PathLike[str], *, error: type[GGUFTplError] = UsageError) -> str:
+    """The folder an output file ``path`` goes in (absolute); raise ``error`` (one line) unless it is an existing
+    folder. Every writer calls it, and the commands call it before any work, so a typo in ``-o`` is refused at
+    once, not after a plan or an audit."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        kind = kind_of(folder)
+        if kind is None and not os.path.lexists(folder):
+            raise error(f"output folder does not exist: {folder}")
+        raise error(f"output folder {folder} is {kind or 'a file'}, not a folder")
+    return folder
+
+
 def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: type[GGUFTplError] = UsageError) -> None:
     """Raise ``error`` (one line that says what ``path`` is: a FIFO, a character device, a directory) unless
     it is an existing regular file. Opens nothing."""
@@ -42,7 +60,7 @@ def check_regular(path: str | os.PathLike[str], *, what: str = "file", error: ty
     try:
         mode = os.stat(name).st_mode
     except FileNotFoundError:
-        raise error(f"{what} not found: {name}") from None
+        raise error(not_found(name, what)) from None
     except OSError as exc:
         raise error(f"cannot read {what} {name}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
@@ -70,7 +88,7 @@ def open_regular(
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise error(f"{what} not found: {name}") from None
+        raise error(not_found(name, what)) from None
     except OSError as exc:
         raise error(f"cannot open {what} {name}: {exc.strerror or exc}") from None
     try:

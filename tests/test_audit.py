@@ -86,7 +86,7 @@ def test_collect_paths_recurses_sorts_and_dedups(tmp_path: Path) -> None:
 
 
 def test_missing_path_or_unknown_engine_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="no such file or directory"):
+    with pytest.raises(UsageError, match="GGUF file not found"):
         audit_paths([tmp_path / "missing.gguf"])
     with pytest.raises(UsageError, match="unknown analysis engine"):
         audit_paths([tmp_path], AuditOptions(engine="nope"))

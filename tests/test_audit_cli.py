@@ -64,7 +64,7 @@ def test_fail_on_threshold(make_gguf: MakeGGUF) -> None:
 @pytest.mark.parametrize(
     ("args", "with_file", "message"),
     [
-        (["does-not-exist.gguf"], True, "no such file or directory"),
+        (["does-not-exist.gguf"], True, "GGUF file not found: does-not-exist.gguf"),
         (["--select", "GT9"], True, "unknown rule selector"),
         (["--format", "xml"], True, "Invalid value for '--format'"),
         ([], False, "Missing argument"),

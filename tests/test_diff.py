@@ -268,7 +268,7 @@ def test_catalog_source_in_the_cli(make_gguf) -> None:
     gguf = make_gguf(templates={"default": CHATML})
     res = cli(["diff", str(gguf), "--catalog", HERMES, "--no-behaviour"])
     assert res.exit_code == 1
-    assert "bundled catalog" in res.output and "PROXY" in res.output
+    assert "bundled catalog" in res.output and "catalog text EXACT (byte-verified" in res.output
     assert f"--from-catalog {HERMES}" in res.output
 
 
@@ -309,7 +309,8 @@ def test_diff_is_a_library_call(samples_dir, capsys) -> None:
     # -U 0: no context lines, only the changed ones
     body = [ln for ln in changed.unified_diff.splitlines()[2:] if not ln.startswith("@@")]
     assert body and all(ln[0] in "+-\\" for ln in body)
-    assert res.how_found == "bundled catalog" and any("PROXY" in w for w in res.upstream.warnings)
+    assert res.how_found == "bundled catalog"
+    assert any(w.startswith(f"catalog entry {HERMES}: exact upstream") for w in res.upstream.warnings)
     assert capsys.readouterr() == ("", "")
     assert {f["code"] for f in diff_data(res)["findings"]} >= {"GT501"}
     out = cli(["diff", str(sample), "--catalog", HERMES, "--no-behaviour", "-U", "0"])
@@ -338,3 +339,16 @@ def test_sentencepiece_unk_is_not_a_difference(corpus_file, tmp_path) -> None:
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert not [d for d in data["special_tokens"]["differences"] if d["severity"] == "difference"]
+
+
+def test_diff_json_carries_the_fix_every_format_prints(make_gguf) -> None:
+    """diff's findings carry findings.fix_text, as the audit's formats do: never null where the rule says a fix."""
+    from gguftpl.findings import get_rule
+
+    gguf = make_gguf(templates={"default": CHATML})
+    res = CliRunner().invoke(main_group, ["diff", str(gguf), "--catalog", HERMES, "--no-behaviour", "--format", "json"])
+    assert res.exit_code == 1, res.output
+    findings = json.loads(res.stdout)["findings"]
+    assert findings
+    for f in findings:
+        assert f["fix"] is not None or not get_rule(f["code"]).fix, f

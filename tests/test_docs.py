@@ -59,3 +59,15 @@ def test_readme_runtime_table_is_the_profiles_table():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start, end = text.index("<!-- profiles-table -->\n"), text.index("<!-- /profiles-table -->")
     assert text[start + len("<!-- profiles-table -->\n") : end] == profiles_table()
+
+
+def test_readme_names_every_canary_string():
+    """The canary's strings appear in evidence: the README says what each is (issue 26 item 6)."""
+    from gguftpl.templates import probes
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    strings = [v for k, v in vars(probes).items() if k.startswith("CANARY_") and isinstance(v, str)]
+    shown = [v for v in strings if probes.quotes_canary(v) and len(v) < 30]  # the bare strings, not sentences
+    assert len(shown) >= 8
+    missing = [v for v in shown if f"`{v}`" not in text]
+    assert not missing, missing

@@ -449,3 +449,51 @@ def test_diff_upstream_that_is_a_fifo_says_so(tmp_path: Path) -> None:
     sample = Path(__file__).resolve().parent.parent / "samples" / "hermes-2-pro-mistral-7b.chatml.gguf"
     assert_one_line_error(cli_proc("diff", sample, "--upstream", fifo), "FIFO")
     assert_one_line_error(cli("diff", sample, "--upstream", tmp_path / "missing.json"), "no such file or folder")
+
+
+# --- one answer for a missing or non-GGUF file (issue 26 item 5) -------------------------------------------
+
+FILE_COMMANDS = [
+    ["inspect"],
+    ["render", "--no-tools"],
+    ["diff", "--no-behaviour"],
+    ["verify"],
+    ["patch", "--remove", "tool_use", "-o", "{out}"],
+    ["audit"],
+]
+
+
+@pytest.mark.parametrize("argv", FILE_COMMANDS, ids=[a[0] for a in FILE_COMMANDS])
+def test_a_missing_file_has_one_wording_in_every_command(tmp_path: Path, argv: list[str]) -> None:
+    missing = tmp_path / "missing.gguf"
+    args = [a.format(out=tmp_path / "out.gguf") for a in argv]
+    line = assert_one_line_error(cli(*args, missing))
+    assert line == f"gguftpl: error: GGUF file not found: {missing}"
+
+
+@pytest.mark.parametrize("content", [b"", b"definitely not GGUF"], ids=["empty", "not-gguf"])
+def test_an_empty_or_non_gguf_file_is_exit_2_or_gt001_in_audit(
+    tmp_path: Path, make_gguf: MakeGGUF, content: bytes
+) -> None:
+    """Every command but audit: one line, exit 2. audit (a linter over many files, README "Usage") reports it as
+    GT001, exit 1, and a folder with one bad file goes on and reports the good one too."""
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    for argv in FILE_COMMANDS[:-1]:
+        assert_one_line_error(cli(*[a.format(out=tmp_path / "out.gguf") for a in argv], bad), "not a GGUF")
+    assert not (tmp_path / "out.gguf").exists()
+    res = cli("audit", "--format", "json", bad)
+    assert res.exit_code == 1 and res.stderr == ""
+    assert [f["code"] for f in json.loads(res.stdout)["files"][0]["findings"]] == ["GT001"]
+    folder = tmp_path / "models"
+    folder.mkdir()
+    bad.rename(folder / "bad.gguf")
+    make_gguf("models/good.gguf", templates={"default": CHATML})
+    res = cli("audit", "--format", "json", folder)
+    assert res.exit_code == 1
+    files = {Path(fa["path"]).name: fa for fa in json.loads(res.stdout)["files"]}
+    assert set(files) == {"bad.gguf", "good.gguf"}
+    assert [f["code"] for f in files["bad.gguf"]["findings"]] == ["GT001"]
+    assert "GT001" not in {f["code"] for f in files["good.gguf"]["findings"]}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "is a finding, GT001 (exit 1)" in readme  # the README says what the audit does

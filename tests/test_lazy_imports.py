@@ -38,3 +38,33 @@ def test_inspect_is_light():
 def test_public_api_resolves():
     for name in gguftpl.__all__:
         assert getattr(gguftpl, name) is not None
+
+
+def _modules_with_all() -> list[str]:
+    """Every module of the package whose source assigns ``__all__`` (found by parsing, not by a list)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(gguftpl.__file__).resolve().parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if hasattr(t, "id")]
+        if "__all__" in names:
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def test_every_all_is_unique_and_names_what_exists():
+    import importlib
+
+    modules = _modules_with_all()
+    assert "gguftpl" in modules and len(modules) >= 10
+    for name in modules:
+        mod = importlib.import_module(name)
+        listed = list(mod.__all__)
+        dupes = sorted({n for n in listed if listed.count(n) > 1})
+        assert not dupes, f"{name}.__all__ lists {dupes} twice"
+        missing = [n for n in listed if not hasattr(mod, n)]
+        assert not missing, f"{name}.__all__ names {missing}, which {name} does not have"

@@ -173,7 +173,10 @@ def test_sarif_validates_and_links_rules() -> None:
         assert urllib.parse.unquote(uri) in {fa.path for fa in sample_run().files}
     tools = next(r for r in results if r["ruleId"] == "GT201")
     assert tools["level"] == "error"
-    assert tools["locations"][0]["physicalLocation"]["region"] == {"startLine": 3, "startColumn": 7}
+    # a GGUF is binary: the template's line is no region of it, it is said in the message and the properties
+    assert all("region" not in r["locations"][0]["physicalLocation"] for r in results)
+    assert (tools["properties"]["templateLine"], tools["properties"]["templateColumn"]) == (3, 7)
+    assert tools["message"]["text"].startswith("tokenizer.chat_template:3:7: tools passed")
     assert tools["locations"][0]["logicalLocations"][0]["name"] == "tokenizer.chat_template"
     assert {r["level"] for r in results} == {"error", "warning", "note"}
     prints = [r["partialFingerprints"]["primaryLocationLineHash"] for r in results]
@@ -251,3 +254,39 @@ def test_text_colour_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR")
     assert use_color(None, "report.txt") is False
     assert use_color(None, None) is False  # pytest captures stdout: not a terminal
+
+
+def test_every_format_carries_the_same_fix() -> None:
+    """A finding without a command of its own gets its rule's fix in words, in every format alike (JSON never
+    says null where text and github print a fix): one place decides it (report._common.fix_of)."""
+    base = sample_run()
+    worded = make_finding(R_TOOLS, "no command of its own", Location("models/hermes.gguf", "tokenizer.chat_template"))
+    base.files[0].findings.append(worded)
+    words = R_TOOLS.fix
+    js = json.loads(get_formatter("json").format(base))
+    assert [f["fix"] for f in js["files"][0]["findings"] if f["message"] == "no command of its own"] == [words]
+    assert js["files"][1]["findings"][0]["fix"] is None  # a rule without a fix: none, in every format
+    sarif = json.loads(get_formatter("sarif").format(base))["runs"][0]["results"]
+    hit = next(r for r in sarif if r["message"]["text"].startswith("no command of its own"))
+    assert hit["properties"]["fix"] == words and hit["message"]["text"].endswith(f"Fix: {words}")
+    github = get_formatter("github").format(base)
+    assert escape_data(f"Fix: {words}") in github
+    assert f"fix: {words}" in get_formatter("text").format(base)
+
+
+def test_the_canary_strings_are_explained_once_in_a_text_report() -> None:
+    """Evidence quotes gguftpl's probe data (qz7canaryuser, gguftpl_canary_lookup): the text report says what it is
+    once, under the first finding that quotes it, and a report that quotes none says nothing (issue 26 item 6)."""
+    from gguftpl.templates.probes import CANARY_LEGEND, CANARY_USER
+
+    assert CANARY_LEGEND not in render("text")
+    base = sample_run()
+    for i in range(2):
+        base.files[0].findings.append(
+            make_finding(R_WARN, f"quoted {i}", Location("models/hermes.gguf"), evidence=f"<user>{CANARY_USER}</s>")
+        )
+    out = get_formatter("text").format(base)
+    assert out.count(CANARY_LEGEND) == 1
+    lines = out.splitlines()
+    quoted = next(i for i, ln in enumerate(lines) if CANARY_USER in ln)
+    assert CANARY_LEGEND in lines[quoted + 1], lines[quoted : quoted + 2]

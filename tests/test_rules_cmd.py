@@ -101,3 +101,29 @@ def test_rule_modules_table_matches_what_each_module_registers() -> None:
     for scope in findings.SCOPES:
         for rule, fn in findings.checks(scope):
             assert scope in findings.RULE_MODULES[fn.__module__][1], (fn.__module__, scope, rule.code)
+
+
+@pytest.mark.parametrize("prefix", ["GT2", "gt20", "GT0", "ALL"])
+def test_a_prefix_lists_the_rules_select_takes(prefix: str) -> None:
+    """`rules GT2` lists exactly the rules `--select GT2` runs: one home for prefix matching."""
+    from gguftpl.audit import RuleFilter
+
+    code, out, err = run("rules", prefix)
+    assert code == 0, err
+    selected = [r.code for r in RULES if RuleFilter(select=[prefix])(r.code)]
+    assert selected  # the prefix names rules
+    assert [line.split()[0] for line in out.splitlines()] == selected
+    code, out, _ = run("rules", prefix, "--format", "json")
+    assert code == 0
+    assert [d["code"] for d in json.loads(out)] == selected
+
+
+def test_an_unknown_prefix_is_refused_by_rules_and_select_alike() -> None:
+    from gguftpl.audit import RuleFilter
+    from gguftpl.errors import UsageError
+
+    code, out, err = run("rules", "GT9")
+    assert code == 2 and out == ""
+    assert "unknown rule 'GT9'" in err
+    with pytest.raises(UsageError):
+        RuleFilter(select=["GT9"])

@@ -124,7 +124,7 @@ def test_from_catalog_and_tools_in_default_in_one_step_then_verify(tmp_path: Pat
     assert kv["gguftpl.patch.source"] == "catalog" and kv["gguftpl.patch.source_repo"] == HERMES
     assert kv["gguftpl.patch.template.default.source"] == "tools-in-default"
     assert "gguftpl.patch.template.default.status" not in kv  # the catalog's status was about upstream's default
-    assert kv["gguftpl.patch.template.tool_use.status"] == "PROXY"
+    assert kv["gguftpl.patch.template.tool_use.status"] == "EXACT"  # byte-proven (upstream_templates/SOURCES.md)
     pytest.importorskip("xllamacpp")
     res = CliRunner().invoke(main_group, ["verify", str(out)])
     assert res.exit_code == 0, res.output

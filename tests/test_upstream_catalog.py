@@ -85,8 +85,11 @@ def test_hermes_entries_match_the_recorded_provenance() -> None:
         assert entry is not None and entry.templates[name].sha256 == sha
     mistral = cat.get("NousResearch/Hermes-2-Pro-Mistral-7B")
     assert mistral is not None
-    assert mistral.templates["tool_use"].status == "PROXY" and mistral.status == "PROXY"
-    assert mistral.templates["tool_use"].note
+    # byte-proven since 2026-12-02 (upstream_templates/SOURCES.md): no longer the PROXY it was
+    assert mistral.templates["tool_use"].status == "EXACT" and mistral.status == "EXACT"
+    assert mistral.templates["default"].status == "EXACT"
+    assert "was PROXY" in mistral.templates["tool_use"].note
+    assert mistral.templates["tool_use"].git_blob_sha1 == "149250bd540aa98c90c7b81ce4fcfd2a5c040fdf"
     assert mistral.revision == "24dbda51d986efa05201eec7a093ac91fc5519cf"
     hermes3 = cat.get("NousResearch/Hermes-3-Llama-3.1-8B")
     assert hermes3 is not None and hermes3.templates["tool_use"].status == "EXACT"
@@ -112,7 +115,9 @@ def test_damaged_catalog_file_is_an_error(tmp_path: Path) -> None:
 def test_catalog_upstream_and_fallback() -> None:
     cfg = catalog_upstream("nousresearch/hermes-2-pro-mistral-7b")  # ids are case-insensitive
     assert list(cfg.templates) == ["default", "tool_use"] and cfg.origin == "catalog"
-    assert any("PROXY" in w for w in cfg.warnings)
+    assert not cfg.warnings  # byte copies: nothing to warn about
+    corroborated = catalog_upstream("NousResearch/Hermes-2-Pro-Llama-3-8B")
+    assert any("default is CORROBORATED, not a byte copy" in w for w in corroborated.warnings)
     with pytest.raises(HubError, match="not in the bundled catalog"):
         catalog_upstream("org/unknown")
     partial = catalog_upstream("CohereForAI/c4ai-command-r-plus")

@@ -156,11 +156,11 @@ def test_unreachable_hub_falls_back_loudly_and_restamps_provenance(
     out = tmp_path / "o.gguf"
     r = gguftpl(["patch", str(src), "--from-hub", HERMES, "-o", str(out)], hub, tmp_path / "hf")
     assert r.returncode == 0, r.stderr
-    assert "WARNING: the Hub could not be reached" in r.stderr and "PROXY" in r.stderr
+    assert "WARNING: the Hub could not be reached" in r.stderr and "using the bundled catalog copy" in r.stderr
     prov = read_provenance(load_templateset(read_header(out)))
     entry = load_catalog().get(HERMES)
     assert prov["gguftpl.patch.source"] == "catalog" and prov["gguftpl.patch.revision"] == entry.revision  # type: ignore[union-attr]
-    assert prov["gguftpl.patch.template.tool_use.status"] == "PROXY"
+    assert prov["gguftpl.patch.template.tool_use.status"] == "EXACT"
 
     r2 = gguftpl(
         ["patch", str(src), "--from-hub", HERMES, "--no-fallback", "-o", str(tmp_path / "n.gguf")], hub, tmp_path / "hf"
@@ -329,7 +329,7 @@ def test_patch_from_upstream_repairs_the_sample_in_one_call(monkeypatch, tmp_pat
     assert result.plan.how_found == "bundled catalog"
     # the library says nothing: what the user should hear is data
     assert capsys.readouterr() == ("", "")
-    assert any("PROXY" in w for w in result.plan.warnings)
+    assert any(w.startswith(f"catalog entry {HERMES}: exact upstream") for w in result.plan.warnings)
 
 
 def test_patch_from_upstream_refuses_before_any_work(samples_dir: Path, tmp_path: Path) -> None:
@@ -416,3 +416,53 @@ print(sorted(m for m in sys.modules if m == "click" or m.startswith("click.")))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --- refuse or say "nothing" before the plan (issue 26 item 5) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--from-catalog"],
+        ["--from-catalog", "--tools-in-default"],
+        ["--remove", "tool_use"],
+        ["--template", "default={template}"],
+    ],
+    ids=["catalog", "tools-in-default", "remove", "template"],
+)
+def test_a_missing_output_folder_is_refused_before_the_plan(samples_dir: Path, tmp_path: Path, argv: list[str]) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    missing = tmp_path / "no" / "such" / "x.gguf"
+    args = ["patch", str(samples_dir / SAMPLE), *[a.format(template=template) for a in argv], "-o", str(missing)]
+    res = CliRunner().invoke(main_group, args)
+    assert res.exit_code == 2
+    assert res.stdout == ""  # no plan, no warnings about the source: refused first
+    assert res.stderr == f"gguftpl: error: output folder does not exist: {missing.parent}\n"
+    report = CliRunner().invoke(main_group, ["audit", str(samples_dir / SAMPLE), "-o", str(missing)])
+    assert report.exit_code == 2 and report.stdout == ""
+    assert report.stderr == f"gguftpl: error: output folder does not exist: {missing.parent}\n"
+
+
+def test_a_repatch_says_nothing_to_change_up_front(make_gguf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A file that has upstream's templates already (here without the name list, so a plan would set that key):
+    the first line after the source says nothing changes, no "other keys" are planned, nothing is written."""
+    entry = load_catalog().get(HERMES)
+    assert entry is not None
+    texts = {n: entry.text(n) for n in entry.templates}
+    path = make_gguf("again.gguf", templates=texts, list_names=False)
+    out = tmp_path / "o.gguf"
+    res = CliRunner().invoke(main_group, ["patch", str(path), "--from-catalog", HERMES, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[1].startswith(f"nothing to change: {path} already has {HERMES}@"), lines
+    assert "other keys:" not in res.stdout and res.stdout.endswith("nothing written\n")
+    assert not out.exists()
+    # the same templates given as files (to a file whose name list is right): one line, before any plan
+    listed = make_gguf("listed.gguf", templates=texts)
+    default = tmp_path / "default.jinja"
+    default.write_text(texts["default"], encoding="utf-8")
+    res = CliRunner().invoke(main_group, ["patch", str(listed), "--template", f"default={default}", "-o", str(out)])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr == "gguftpl: error: nothing to change: the file already has exactly these templates\n"

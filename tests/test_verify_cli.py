@@ -103,3 +103,18 @@ def test_load_weights_gives_the_same_trace_as_the_standin() -> None:
     assert [(s["name"], s["status"]) for s in doc["stages"]] == [
         (s["name"], s["status"]) for s in with_standin["stages"]
     ]
+
+
+def test_the_canary_strings_are_explained_once() -> None:
+    """The probe data (qz7canary…, gguftpl_canary_lookup) is quoted in the stages' evidence: one line says what it
+    is, under the first stage that quotes it (issue 26 item 6)."""
+    from gguftpl.templates.probes import CANARY_LEGEND
+
+    res = run(UPSTREAM_SAMPLE)
+    assert res.exit_code == 0, res.output
+    assert res.output.count(CANARY_LEGEND) == 1
+    lines = res.output.splitlines()
+    first = next(i for i, ln in enumerate(lines) if "qz7canary" in ln or "gguftpl_canary" in ln)
+    legend = next(i for i, ln in enumerate(lines) if CANARY_LEGEND in ln)
+    assert first < legend  # under the stage that first quotes it, before the next stage starts
+    assert not [ln for ln in lines[first + 1 : legend] if ln.lstrip().startswith(("PASS", "FAIL", "SKIP"))]

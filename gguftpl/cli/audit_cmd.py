@@ -173,6 +173,10 @@ def command(
     formatter = get_formatter(fmt, **({"color": colored} if fmt == "text" else {}))
     if not paths and not repos:
         raise click.UsageError("Missing argument 'PATH...' (or --repo ORG/REPO).", ctx=ctx)
+    if output:
+        from gguftpl.safeio import check_output_folder
+
+        check_output_folder(output)  # a typo in -o is refused before the audit, not after it
     if repos or repo_check or any(is_remote(p) for p in paths):
         result = _audit_targets(paths, repos, repo_check, jobs, options, upstream, no_upstream, cache)
         run = result.run

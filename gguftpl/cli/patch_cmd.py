@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gguftpl.cli.output import echo
-from gguftpl.errors import UsageError
+from gguftpl.errors import PatchError, UsageError
 
 if TYPE_CHECKING:
     from gguftpl.upstream.resolve import UpstreamSource
@@ -222,6 +222,7 @@ def command(
         echo(f"{file}: {plan.how_found}")
     else:
         plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
+    _say_nothing_to_change(plan)
     echo(plan_text(plan), nl=False)
     if dry_run:
         echo("dry run: nothing written")
@@ -254,6 +255,8 @@ def _tools_in_default(
         echo(f"gguftpl: {w}", err=True)
     if source is not None:
         echo(f"{file}: {plan.how_found}")
+    if made is None:
+        _say_nothing_to_change(plan)
     echo(plan_text(plan), nl=False)
     if made is None:
         echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
@@ -266,3 +269,15 @@ def _tools_in_default(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress, tools_default=made)
     echo(result_text(result), nl=False)
+
+
+def _say_nothing_to_change(plan: Any) -> None:
+    """A patch that would write nothing says so before its plan: one line and exit 2 when the templates given are
+    the file's own; the line, then the plan's rows and "nothing written" (exit 0) when upstream agrees."""
+    from gguftpl.patching import NOTHING_TO_CHANGE
+    from gguftpl.patchtext import nothing_to_change_text
+
+    if plan.agrees:
+        echo(nothing_to_change_text(plan), nl=False)
+    elif plan.writes_nothing:
+        raise PatchError(NOTHING_TO_CHANGE)

@@ -1,4 +1,4 @@
-"""``gguftpl rules [CODE]``: list every rule, or explain one."""
+"""``gguftpl rules [CODE|PREFIX|NAME]``: list every rule, the rules of a prefix, or explain one."""
 
 from __future__ import annotations
 
@@ -9,27 +9,27 @@ from gguftpl.errors import UsageError
 
 
 @click.command("rules")
-@click.argument("rule", required=False, metavar="[CODE|NAME]")
+@click.argument("rule", required=False, metavar="[CODE|PREFIX|NAME]")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
 def command(rule: str | None, fmt: str) -> None:
-    """List every rule (code, severity, name, summary), or explain one: what it finds, why it matters, an
-    example and the fix."""
-    from gguftpl.findings import all_rules
+    """List every rule (code, severity, name, summary), the rules of a code prefix as `--select` takes it
+    (`gguftpl rules GT2`), or explain one: what it finds, why it matters, an example and the fix."""
+    from gguftpl.findings import all_rules, rules_matching
     from gguftpl.report.ruledoc import find_rule, rule_json, rule_page, rule_table, rules_json
 
-    if rule is None:
-        rules = all_rules()
+    found = find_rule(rule) if rule is not None else None
+    if found is not None:  # one rule, by its code or name: its page
         if fmt == "json":
-            echo_json_text(rules_json(rules), nl=False)
+            echo_json(rule_json(found))
         else:
-            echo(rule_table(rules), nl=False)
+            echo(rule_page(found), nl=False)
         return
-    found = find_rule(rule)
-    if found is None:
-        raise UsageError(f"unknown rule {rule!r} (run `gguftpl rules` for the list)")
+    rules = all_rules() if rule is None else rules_matching(rule)
+    if not rules:
+        raise UsageError(f"unknown rule {rule!r}: not a code, a code prefix (GT2) or a name (run `gguftpl rules`)")
     if fmt == "json":
-        echo_json(rule_json(found))
+        echo_json_text(rules_json(rules), nl=False)
     else:
-        echo(rule_page(found), nl=False)
+        echo(rule_table(rules), nl=False)

@@ -200,13 +200,19 @@ def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any =
     t = result.timings.get("total_s")
     if t is not None:
         how += f", {t:.1f} s"
+    from gguftpl.templates.probes import CANARY_LEGEND, quotes_canary
+
     lines = [f"{printable(result.path)}: llama.cpp (xllamacpp, {how})"]
+    told = False
     for i, st in enumerate(result.stages, 1):
         mark = click.style(_MARK.get(st.status, st.status.upper()), fg=_COLOR.get(st.status), bold=True)
         num = f"{i}." if st.name in CORE_STAGES else "  "
         lines.append(f"  {mark} {num} {st.name}")
         for ev_line in st.evidence.splitlines() or [""]:
             lines.append(f"          {printable(ev_line)}")
+        if not told and quotes_canary(st.evidence):  # said once, under the first stage that quotes them
+            lines.append(f"          note: {CANARY_LEGEND}")
+            told = True
     if view is not None:
         lines += _runtime_lines(view)
     if view is not None:

@@ -22,6 +22,7 @@ from typing import IO, Any
 from gguftpl.errors import PatchError
 from gguftpl.gguf.format import FMT, ValueType
 from gguftpl.gguf.reader import DEFAULT_ALIGNMENT, GGUF_MAGIC, TensorInfo
+from gguftpl.safeio import check_output_folder
 
 
 @dataclass(frozen=True)
@@ -240,9 +241,7 @@ def atomic_output(
     """
     perms = permissions if permissions is not None else Permissions.new_file()
     target = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(target)
-    if not os.path.isdir(folder):
-        raise PatchError(f"output folder does not exist: {folder}")
+    folder = check_output_folder(target, error=PatchError)
     if not overwrite and os.path.lexists(target):
         raise PatchError(f"{path} exists; use --force to overwrite it")
     if os.path.lexists(target) and not os.path.isfile(target):

@@ -85,8 +85,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         with open(path, "rb") as fh:
             if fh.read(4) == b"GGUF":  # `audit model.gguf -o model.gguf` must not destroy the model
                 raise UsageError(f"refusing to overwrite {path} with a report: it is a GGUF file")
-    if not os.path.isdir(folder):
-        raise UsageError(f"output folder does not exist: {folder}")
+    from gguftpl.safeio import check_output_folder
+
+    check_output_folder(path)
     fd, tmp = tempfile.mkstemp(prefix=".gguftpl-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gguftpl.findings import Finding, Rule, Severity
+from gguftpl.findings import Finding, Rule, Severity, fix_text
 
 if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
@@ -34,8 +34,8 @@ def rule_of(run: AuditRun, finding: Finding) -> Rule:
 
 def fix_of(run: AuditRun, finding: Finding) -> str:
     """How to fix ``finding``: its runnable command, else its rule's fix in words (a finding that only says
-    what is wrong is half a finding)."""
-    return finding.fix or rule_of(run, finding).fix
+    what is wrong is half a finding); :func:`gguftpl.findings.fix_text` with the run's rule."""
+    return fix_text(finding, rule_of(run, finding))
 
 
 def template_dict(report: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding
 from gguftpl.report import tool_version
-from gguftpl.report._common import plain, template_dict
+from gguftpl.report._common import fix_of, plain, template_dict
 from gguftpl.safeio import json_text
 
 if TYPE_CHECKING:
@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-def finding_dict(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding, run: AuditRun) -> dict[str, Any]:
+    """One finding; ``fix`` is the text every format prints (:func:`gguftpl.report._common.fix_of`: the
+    finding's own command, else its rule's fix in words), so JSON never says ``null`` where text shows a fix."""
     loc = f.location
     out: dict[str, Any] = {
         "code": f.code,
@@ -27,20 +29,20 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "location": {"file": loc.file, "key": loc.key, "line": loc.line, "column": loc.column},
         "template": f.template,
         "evidence": f.evidence,
-        "fix": f.fix,
+        "fix": fix_of(run, f) or None,
     }
     if f.extra:
         out["extra"] = plain(f.extra)
     return out
 
 
-def file_dict(fa: FileAudit) -> dict[str, Any]:
+def file_dict(fa: FileAudit, run: AuditRun) -> dict[str, Any]:
     d: dict[str, Any] = {
         "path": fa.path,
         "error": fa.error,
         "upstream": {"repo": fa.upstream_repo, "how": fa.upstream_how or None},
         "templates": [template_dict(t) for t in fa.templates],
-        "findings": [finding_dict(f) for f in fa.findings],
+        "findings": [finding_dict(f, run) for f in fa.findings],
         "cached": fa.cached,
         "seconds": round(fa.seconds, 6),
     }
@@ -68,7 +70,7 @@ def run_dict(run: AuditRun, context: ReportContext | None = None) -> dict[str, A
             "analyses": run.analyses,
             "seconds": round(run.seconds, 6),
         },
-        "files": [file_dict(fa) for fa in run.files],
+        "files": [file_dict(fa, run) for fa in run.files],
     }
     if context is not None:
         _add_context(d, context)

@@ -1,8 +1,11 @@
 """SARIF 2.1.0 for code-scanning dashboards (GitHub, Azure DevOps, VS Code SARIF viewer).
 
 Rules carry their documentation (``tool.driver.rules``); each result points at the GGUF file and, as a
-logical location, at the metadata key holding the template. The template line goes in ``region`` when the
-analysis knows it.
+logical location, at the metadata key holding the template. A GGUF is a binary artifact, so a result has no
+``region``: the line of the template (a line of a metadata string, not of the file) is said before the message
+(``key:line:column:``) and kept in the result's properties (``templateLine``, ``templateColumn``). The fix is the
+one every format prints (:func:`gguftpl.report._common.fix_of`); SARIF's ``fixes`` (byte replacements in the
+artifact) are not used.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Rule
 from gguftpl.report import tool_version
-from gguftpl.report._common import SARIF_LEVEL, plain, repo_context, rule_of
+from gguftpl.report._common import SARIF_LEVEL, fix_of, plain, repo_context, rule_of, where
 from gguftpl.safeio import json_text
 
 if TYPE_CHECKING:
@@ -84,15 +87,9 @@ def fingerprint(f: Finding, uri: str) -> str:
     return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16]
 
 
-def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 1) -> dict[str, Any]:
+def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 1, fix: str = "") -> dict[str, Any]:
     uri = artifact_uri(f.location.file or file_label)
-    physical: dict[str, Any] = {"artifactLocation": {"uri": uri}}
-    if f.location.line is not None:
-        region: dict[str, Any] = {"startLine": f.location.line}
-        if f.location.column is not None:
-            region["startColumn"] = f.location.column
-        physical["region"] = region
-    location: dict[str, Any] = {"physicalLocation": physical}
+    location: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": uri}}}
     logical: list[dict[str, Any]] = []
     if f.location.key:
         logical.append({"name": f.location.key, "fullyQualifiedName": f.location.key, "kind": "property"})
@@ -100,13 +97,20 @@ def result_dict(f: Finding, rule_index: int, file_label: str, occurrence: int = 
         logical.append({"name": f.template, "fullyQualifiedName": f"template:{f.template}", "kind": "object"})
     if logical:
         location["logicalLocations"] = logical
-    text = f.message
+    line, column = f.location.line, f.location.column
+    # a line of the template text, not of the binary GGUF: said as `key:line:column: ` (as the github format
+    # does), never a region
+    text = f"{where(f)}: {f.message}" if line is not None and f.location.key else f.message
     context = repo_context(f)  # a dashboard shows the message: say which repo and quants
     if context:
         text += f"\n{context}"
-    if f.fix:
-        text += f"\nFix: {f.fix}"
-    props: dict[str, Any] = {"template": f.template, "evidence": f.evidence, "fix": f.fix}
+    if fix:
+        text += f"\nFix: {fix}"
+    props: dict[str, Any] = {"template": f.template, "evidence": f.evidence, "fix": fix or None}
+    if line is not None:
+        props["templateLine"] = line
+        if column is not None:
+            props["templateColumn"] = column
     if f.extra:
         props["extra"] = plain(f.extra)
     return {
@@ -137,7 +141,7 @@ class SARIFFormatter:
             for f in fa.findings:
                 base = fingerprint(f, artifact_uri(f.location.file or fa.path))
                 seen[base] = seen.get(base, 0) + 1
-                results.append(result_dict(f, index[f.code], fa.path, seen[base]))
+                results.append(result_dict(f, index[f.code], fa.path, seen[base], fix_of(run, f)))
         sarif_run: dict[str, Any] = {
             "tool": {
                 "driver": {

@@ -44,6 +44,7 @@ class TextFormatter:
     def __init__(self, color: bool = False, show_evidence: bool = True) -> None:
         self.color = color
         self.show_evidence = show_evidence
+        self._canary_told = False
 
     def _s(self, text: str, fg: str | None = None, bold: bool = False) -> str:
         if not self.color:
@@ -53,6 +54,7 @@ class TextFormatter:
         return "".join(codes) + text + "\x1b[0m"
 
     def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
+        self._canary_told = False  # the canary strings are explained under the first finding that quotes them
         lines: list[str] = []
         for fa in run.files:
             lines.extend(self._file(fa, run))
@@ -153,6 +155,12 @@ class TextFormatter:
         fix = fix_of(run, f)
         if fix:
             parts.append(f"      fix: {self._s(printable(fix), fg='cyan')}")
+        if not self._canary_told:
+            from gguftpl.templates.probes import CANARY_LEGEND, quotes_canary
+
+            if quotes_canary(f.message) or (self.show_evidence and quotes_canary(f.evidence)):
+                parts.append(f"      note: {CANARY_LEGEND}")
+                self._canary_told = True
         return "\n".join(parts)
 
     def _summary(self, run: AuditRun) -> str:

@@ -1,6 +1,7 @@
 """Do two engines render one conversation alike? transformers' prompt against the one llama.cpp rendered, with
-what llama.cpp passes to every template normalised away (:func:`compare_prompts`). The facts (GT604) and verify's
-agreement stage both read it.
+what llama.cpp passes to every template normalised away (:func:`compare_prompts`), and the conversation as
+llama.cpp hands it to the template (:func:`compare_with_llamacpp`). The facts (GT604) and verify's agreement stage
+both call it, and every engine difference is located by :func:`locate_difference`, so they name one offset.
 """
 
 from __future__ import annotations
@@ -23,17 +24,6 @@ def _common_prefix(a: str, b: str) -> int:
     return i
 
 
-@dataclass
-class Agreement:
-    identical: bool
-    normalised: list[str]
-    """What was normalised before comparing (see :func:`compare_engines`)."""
-    hf_prompt: str | None
-    llama_prompt: str
-    first_difference: int | None = None
-    hf_error: str | None = None
-
-
 def first_difference(a: str, b: str) -> int | None:
     if a == b:
         return None
@@ -48,6 +38,67 @@ def difference_window(text: str, at: int, radius: int = DIFFERENCE_RADIUS) -> st
     """``text`` around its first difference ``at``, on both sides (the differing text in the middle), so a
     difference deep in a long prompt is shown, not what follows it."""
     return text[max(0, at - radius) : at + radius]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where an engine's prompt first differs from transformers': the one computation of the offset, its line
+    and the text around it, for the audit's facts (GT604), the other engines' rows and verify's agreement stage."""
+
+    at: int
+    """First differing character (0-based) of the two prompts as compared."""
+    line: int
+    """1-based line of ``at`` in the engine's prompt."""
+    engine: str
+    """The engine's text around the difference (:func:`difference_window`)."""
+    transformers: str
+
+
+def locate_difference(engine_prompt: str, hf_prompt: str) -> Difference | None:
+    """Where ``engine_prompt`` first differs from ``hf_prompt``; None when they are equal."""
+    at = first_difference(engine_prompt, hf_prompt)
+    if at is None:
+        return None
+    line = engine_prompt.count("\n", 0, at) + 1
+    return Difference(at, line, difference_window(engine_prompt, at), difference_window(hf_prompt, at))
+
+
+@dataclass
+class Agreement:
+    identical: bool
+    normalised: list[str]
+    """What was normalised before comparing (see :func:`compare_prompts`)."""
+    hf_prompt: str | None
+    llama_prompt: str
+    difference: Difference | None = None
+    """Where the prompts (as compared) first differ; None when identical or transformers raised."""
+    hf_error: str | None = None
+
+    @property
+    def first_difference(self) -> int | None:
+        return self.difference.at if self.difference is not None else None
+
+
+def compare_with_llamacpp(
+    template_text: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None,
+    llama_prompt: str,
+    bos: str,
+    eos: str,
+    *,
+    caps: Mapping[str, bool],
+    specials: Mapping[str, Any] | None = None,
+) -> Agreement:
+    """llama.cpp's prompt for ``messages`` against transformers', transformers given the conversation as llama.cpp
+    hands it to the template whose capabilities are ``caps`` (``probes.llamacpp_messages``: system folded, text
+    parts) and llama.cpp's variables (:func:`compare_prompts`): the comparison the audit (GT604) and verify's
+    agreement stage both make, so the same template and conversation give the same difference in both."""
+    from gguftpl.templates.probes import llamacpp_messages
+
+    return compare_prompts(
+        template_text, llamacpp_messages(messages, dict(caps)), tools, llama_prompt, bos, eos, specials=specials
+    )
 
 
 def compare_prompts(
@@ -93,7 +144,7 @@ def compare_prompts(
                 **(specials or {}),
             )
         except TemplateRenderError as exc:
-            return Agreement(False, norm, None, llama_prompt, None, str(exc))
+            return Agreement(False, norm, None, llama_prompt, hf_error=str(exc))
         if bos and hf.startswith(bos) and not llama_prompt.startswith(bos):
             hf = hf[len(bos) :]
             norm.append("leading bos_token removed from the HF prompt")
@@ -103,7 +154,7 @@ def compare_prompts(
             if masked is not None:
                 (hf, lp), formats = masked
                 norm.append(f"clock text of strftime_now({', '.join(map(repr, formats))}) masked")
-        ag = Agreement(hf == lp, norm, hf, lp, first_difference(hf, lp))
+        ag = Agreement(hf == lp, norm, hf, lp, locate_difference(lp, hf))
         if ag.identical:
             return ag
         if best is None or (ag.first_difference or 0) > (best.first_difference or 0):

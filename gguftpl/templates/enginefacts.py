@@ -142,7 +142,7 @@ def other_differences(
 ) -> tuple[EngineDifference, ...]:
     """Where another engine's prompt differs from transformers' for the same conversation (both rendered, with the
     same variables): what that runtime sends is not what the model was trained on."""
-    from gguftpl.templates.enginediff import difference_window, first_difference
+    from gguftpl.templates.enginediff import locate_difference
 
     out = []
     for engine_id, e in others.items():
@@ -152,10 +152,8 @@ def other_differences(
             theirs, ours = e.text(probe), prompts.get(_PROMPT_KEYS[probe]) if probe in strict else None
             if theirs is None or ours is None:
                 continue
-            at = first_difference(theirs, ours)
-            if at is not None:
-                window = (difference_window(theirs, at), difference_window(ours, at))
-                line = theirs.count("\n", 0, at) + 1
-                out.append(EngineDifference(probe, at, line, window[0], window[1], (), engine_id))
+            d = locate_difference(theirs, ours)
+            if d is not None:
+                out.append(EngineDifference(probe, d.at, d.line, d.engine, d.transformers, (), engine_id))
                 break  # one difference per engine is enough to say they differ
     return tuple(out)

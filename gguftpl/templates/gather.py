@@ -549,7 +549,7 @@ def _engine_differences(text: str, llama: LlamaCppFacts, specials: Mapping[str, 
     """Conversations both engines render, rendered again by transformers with the variables llama.cpp passes
     (templates.enginediff), the other special tokens transformers passes (``specials``) and the messages as llama.cpp
     hands them to the template (``probes.llamacpp_messages``), whose prompts still differ."""
-    from gguftpl.templates.enginediff import compare_prompts, difference_window
+    from gguftpl.templates.enginediff import compare_with_llamacpp
 
     bos, eos = llama.specials
     shapes = {name: (msgs, tools) for name, msgs, tools, _agp in probes.engine_probes()}
@@ -559,18 +559,8 @@ def _engine_differences(text: str, llama: LlamaCppFacts, specials: Mapping[str, 
         if prompt is None:
             continue
         msgs, tools = shapes[name]
-        msgs = probes.llamacpp_messages(msgs, llama.caps)
-        ag = compare_prompts(text, msgs, tools, prompt, bos, eos, specials=specials)
-        if ag.hf_error is None and not ag.identical and ag.hf_prompt is not None:
-            at = ag.first_difference or 0
-            out.append(
-                EngineDifference(
-                    probe=name,
-                    at=at,
-                    line=prompt.count("\n", 0, at) + 1,
-                    llama=difference_window(prompt, at),
-                    transformers=difference_window(ag.hf_prompt, at),
-                    normalised=tuple(ag.normalised),
-                )
-            )
+        ag = compare_with_llamacpp(text, msgs, tools, prompt, bos, eos, caps=llama.caps, specials=specials)
+        d = ag.difference
+        if ag.hf_error is None and d is not None:
+            out.append(EngineDifference(name, d.at, d.line, d.engine, d.transformers, tuple(ag.normalised)))
     return tuple(out)

@@ -25,6 +25,20 @@ CANARY_USER = "qz7canaryuser"
 CANARY_ASSISTANT = "qz7canaryassistant"
 CANARY_SYSTEM = "qz7canarysystem"
 
+CANARY_PREFIXES = ("qz7", "gguftpl_canary")
+"""What every canary string starts with: the probe data a report may quote."""
+CANARY_LEGEND = (
+    "qz7canary…, qz7call01 and gguftpl_canary_lookup are gguftpl's probe data (a made-up tool, call and messages "
+    "no template contains): one seen in a prompt proves the template rendered that part"
+)
+"""The line that explains the canary strings, said once in a report that quotes them."""
+
+
+def quotes_canary(text: str) -> bool:
+    """Whether ``text`` quotes a canary string (so a reader needs :data:`CANARY_LEGEND`)."""
+    return any(prefix in text for prefix in CANARY_PREFIXES)
+
+
 CANARY_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {

@@ -261,6 +261,57 @@ def measure_tool_facts(text: str) -> tuple[bool, tuple[str, ...]]:
     return bool(static.data_flow(ast, text, "tools").rendered), tuple(control_markers(static.literal_text(ast)))
 
 
+LIST_HINT = "`gguftpl catalog` lists the ids"
+"""Where every error about a catalog id points: the command that lists them."""
+
+
+def find_entry(repo_id: str, catalog: Catalog | None = None) -> CatalogEntry:
+    """The entry ``repo_id`` (any case); a ``HubError`` naming the closest ids and ``gguftpl catalog`` otherwise."""
+    import difflib
+
+    cat = catalog if catalog is not None else load_catalog()
+    entry = cat.get(repo_id)
+    if entry is not None:
+        return entry
+    ids = {e.repo_id.lower(): e.repo_id for e in cat.entries}
+    close = [ids[c] for c in difflib.get_close_matches(repo_id.lower(), list(ids), n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise HubError(f"{repo_id} is not in the bundled catalog ({hint}{LIST_HINT})")
+
+
+def entry_summary(entry: CatalogEntry, catalog: Catalog | None = None) -> dict[str, Any]:
+    """What ``gguftpl catalog`` shows of an entry: its id, status and provenance (revision, licence, each template's
+    status, source and git blob) and whether each template puts the tool schemas in the prompt (``tools``: the
+    names that do, from ``tool_templates.json``, measured when a template is not in it)."""
+    cat = catalog if catalog is not None else load_catalog()
+    templates: dict[str, Any] = {}
+    for name, t in sorted(entry.templates.items(), key=lambda kv: (kv[0] != "default", kv[0])):
+        facts = cat.tool_facts.get(t.sha256)
+        renders = facts[0] if facts is not None else measure_tool_facts(entry.text(name))[0]
+        templates[name] = {
+            "status": t.status,
+            "proven": PROVEN.get(t.status, "unknown status"),
+            "renders_tools": renders,
+            "sha256": t.sha256,
+            "length": t.length,
+            "source": t.source,
+            "note": t.note,
+            "git_blob_sha1": t.git_blob_sha1,
+        }
+    return {
+        "id": entry.repo_id,
+        "status": entry.status,
+        "family": entry.family or None,
+        "revision": entry.revision,
+        "revision_note": entry.revision_note,
+        "complete": entry.complete,
+        "model_license": entry.model_license,
+        "templates": templates,
+        "tools": [n for n, t in templates.items() if t["renders_tools"]],
+        "notes": entry.notes,
+    }
+
+
 def catalog_upstream(repo_id: str | None = None, *, tset: Any = None, accept_family: bool = True) -> Any:
     """``--from-catalog [ID]``: the catalog entry as an UpstreamConfig; without ID, discover it. With ``tset``
     the first warning says what matched (:func:`relate`); a named entry that is a neighbour whose vocabulary or
@@ -271,16 +322,13 @@ def catalog_upstream(repo_id: str | None = None, *, tset: Any = None, accept_fam
             raise HubError("--from-catalog needs a repo id when the GGUF cannot be matched")
         entry, how = match_catalog(tset, cat)
         if entry is None:
-            raise HubError(f"no catalog entry matches this GGUF ({how}); name one: --from-catalog ORG/NAME")
+            raise HubError(f"no catalog entry matches this GGUF ({how}); name one: --from-catalog ID ({LIST_HINT})")
         cfg = entry.to_upstream()
         family = f" (the {entry.family} family's templates)" if entry.family else ""
         kind = _kind_of(how)
         cfg.warnings.insert(0, f"catalog entry {entry.repo_id}{family} chosen by {how}: {kind}")
         return cfg
-    entry = cat.get(repo_id)
-    if entry is None:
-        known = ", ".join(e.repo_id for e in cat.entries)
-        raise HubError(f"{repo_id} is not in the bundled catalog (known: {known})")
+    entry = find_entry(repo_id, cat)
     cfg = entry.to_upstream()
     if tset is not None:
         rel = relate(tset, entry, cat)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gguftpl.findings import fix_text
 from gguftpl.upstream.diff import DiffResult, diff_findings
 
 _STATUS = {
@@ -27,14 +28,17 @@ _ORIGIN = {
 def diff_data(result: DiffResult) -> dict[str, Any]:
     """``result.to_dict()`` with the findings an audit would report for it."""
     data = result.to_dict()
-    data["findings"] = [f.to_dict() for f in diff_findings(result)]
+    data["findings"] = [{**f.to_dict(), "fix": fix_text(f) or None} for f in diff_findings(result)]
     return data
 
 
 def diff_text(result: DiffResult) -> str:
     up = result.upstream
     origin = _ORIGIN.get(up.origin, up.origin)
-    how = f"; {result.how_found}" if result.how_found and result.how_found != origin else ""
+    how = result.how_found
+    if how.startswith(origin):  # "bundled catalog (matched)" under the origin "bundled catalog": say it once
+        how = how[len(origin) :].strip(" ()")
+    how = f"; {how}" if how else ""
     lines = [f"{result.file}", f"  upstream: {up.label} ({origin}{how})"]
     if up.commit_sha:
         lines.append(f"  commit:   {up.commit_sha}")

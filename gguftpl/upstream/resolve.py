@@ -85,7 +85,11 @@ def resolve_upstream(tset: TemplateSet, source: UpstreamSource) -> ResolvedUpstr
 
         found = discover_upstream(tset)
         if found.repo is None:
-            raise UsageError(f"cannot tell which repo this GGUF came from ({found.how}); pass --hub ORG/NAME")
+            hub, _folder, catalog = source.labels
+            raise UsageError(
+                f"cannot tell which repo this GGUF came from ({found.how}); pass {hub} ORG/NAME or {catalog} ID "
+                "(`gguftpl catalog` lists the ids)"
+            )
         repo, rev, entry = found.repo, None, found.entry
         how = f"discovered {found.how}"
     try:

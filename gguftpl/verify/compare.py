@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gguftpl.templates.enginediff import Agreement, compare_prompts, difference_window
+from gguftpl.templates.enginediff import Agreement, compare_with_llamacpp
 from gguftpl.verify.result import FAIL, PASS, SKIP, STAGE_AGREEMENT, Stage
 
 if TYPE_CHECKING:
@@ -23,12 +23,20 @@ def compare_engines(
     tools: list[dict[str, Any]] | None,
     llama_prompt: str | None = None,
 ) -> Agreement:
-    """Render the same request with llama.cpp (the session) and with Hugging Face semantics and compare
-    (:func:`compare_prompts`)."""
+    """Render the same request with llama.cpp (the session) and with Hugging Face semantics and compare, as the
+    audit does (:func:`gguftpl.templates.enginediff.compare_with_llamacpp`: the conversation as llama.cpp hands it
+    to the template, the session's capabilities, variables and special tokens)."""
     if llama_prompt is None:
         llama_prompt = s.apply_template(messages, tools)
-    return compare_prompts(
-        template_text, messages, tools, llama_prompt, s.bos_token, s.eos_token, specials=s.template_specials()
+    return compare_with_llamacpp(
+        template_text,
+        messages,
+        tools,
+        llama_prompt,
+        s.bos_token,
+        s.eos_token,
+        caps=s.caps,
+        specials=s.template_specials(),
     )
 
 
@@ -43,6 +51,7 @@ def agreement_stage(
         if lp is None:
             continue
         ag = compare_engines(s, template_text, msgs, tools, lp)
+        d = ag.difference
         entry = {"request": label, "identical": ag.identical, "normalised": ag.normalised}
         if ag.hf_error is not None:
             entry["hf_error"] = ag.hf_error
@@ -52,17 +61,15 @@ def agreement_stage(
                 f"{label}: llama.cpp renders it, transformers (HF semantics) cannot: {ag.hf_error}",
                 {"requests": [*checked, entry]},
             )
-        if not ag.identical:
-            at = ag.first_difference or 0
+        if d is not None:
             assert ag.hf_prompt is not None
-            line = ag.llama_prompt.count("\n", 0, at) + 1
+            at = d.at
             entry.update(first_difference=at, llama=ag.llama_prompt[at : at + 80], hf=ag.hf_prompt[at : at + 80])
             return Stage(
                 STAGE_AGREEMENT,
                 FAIL,
-                f"{label}: the prompts differ from character {at} (line {line}): llama.cpp "
-                f"{difference_window(ag.llama_prompt, at)!r} vs HF {difference_window(ag.hf_prompt, at)!r} "
-                f"(normalised: {'; '.join(ag.normalised)})",
+                f"{label}: the prompts differ from character {at} (line {d.line}): llama.cpp "
+                f"{d.engine!r} vs HF {d.transformers!r} (normalised: {'; '.join(ag.normalised)})",
                 {"requests": [*checked, entry], "llama_prompt": ag.llama_prompt, "hf_prompt": ag.hf_prompt},
             )
         checked.append(entry)

@@ -175,3 +175,11 @@ def gguf_py_reader(path: Path | str) -> Any:
 
     with mock.patch.object(gguf.gguf_reader, "np", _NumpyReadingIntoMemory()):
         return gguf.gguf_reader.GGUFReader(str(path))
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text output is fitted to $COLUMNS (gguftpl.textfit): the suite's assertions read whole report lines, so
+    each test runs in a wide terminal (pytest's own output keeps the real one); the tests of the width
+    (tests/test_width.py) pass --width or set COLUMNS themselves."""
+    monkeypatch.setenv("COLUMNS", "10000")

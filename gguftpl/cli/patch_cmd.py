@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gguftpl.cli.output import echo
+from gguftpl.cli.output import echo, width_option
 from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -136,6 +136,7 @@ def upstream_source(
     help="Write even when the new templates add error findings (GT102 does not parse, GT4xx unsafe such as a "
     "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
 )
+@width_option
 def command(
     file: str,
     out: str | None,

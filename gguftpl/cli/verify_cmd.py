@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import echo, echo_json, width_option
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -80,6 +80,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     is_flag=True,
     help="JSON: add each stage's data (per-tool token costs, missing schema items, prompts, parsed calls).",
 )
+@width_option
 def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
     """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
     reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool

@@ -44,6 +44,8 @@ _LAZY = {
     "audit_header": "gguftpl.audit",
     "AuditRun": "gguftpl.audit",
     "FileAudit": "gguftpl.audit",
+    "Repair": "gguftpl.repair",
+    "file_repair": "gguftpl.repair",
     "patch_templates": "gguftpl.patching",
     "patch_from_upstream": "gguftpl.patching",
     "patch_tools_in_default": "gguftpl.patching",

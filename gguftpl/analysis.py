@@ -129,6 +129,7 @@ def run_checks(ctx: FileContext, keep: Callable[[str], bool] | None = None) -> l
     selects the rules to run."""
     from gguftpl.findings import checks
 
+    keep = _for_kind(ctx, keep)
     found: list[Finding] = []
     for rule, fn in checks("file"):
         if keep is None or keep(rule.code):
@@ -136,6 +137,15 @@ def run_checks(ctx: FileContext, keep: Callable[[str], bool] | None = None) -> l
     for t in ctx.templates:
         found.extend(run_template_checks(t, ctx, keep))
     return sort_findings(found, ctx.templates)
+
+
+def _for_kind(ctx: FileContext, keep: Callable[[str], bool] | None) -> Callable[[str], bool] | None:
+    """``keep`` less the chat-only rules when the file's model does not generate text (GT005 says so)."""
+    if ctx.kind.generates:
+        return keep
+    from gguftpl.rules.container import chat_only
+
+    return lambda code: not chat_only(code) and (keep is None or keep(code))
 
 
 def run_template_checks(t: TemplateFacts, ctx: FileContext, keep: Callable[[str], bool] | None = None) -> list[Finding]:

@@ -24,10 +24,13 @@ from gguftpl.analysis import run_checks, sort_findings
 from gguftpl.auditcache import AnalysisCache
 from gguftpl.errors import GGUFFormatError, GGUFTplError, UsageError
 from gguftpl.findings import Finding, Location, Rule, Severity, all_rules, get_rule, make_finding
+from gguftpl.gguf.modelkind import ModelKind
+from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
 from gguftpl.templates.facts import TemplateFacts
 
 if TYPE_CHECKING:
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
 
 __all__ = [
@@ -68,6 +71,13 @@ class FileAudit:
     """Which template each runtime renders a tools request with (``runtimes.view``); None when unread."""
     repo_level: bool = False
     """Not a file: the entry that carries a repo's or folder's own findings (``--repo``, ``--repo-check``)."""
+    upstream_own: dict[str, str] = field(default_factory=dict)
+    """The file's templates that are upstream's own (``gguftpl.repair.upstream_templates``): name -> whose."""
+    repair: Repair | None = None
+    """The file's one repair of its tool calling (``gguftpl.repair``): what every fix line about lost tools says,
+    and the report's last line; None when the file could not be audited."""
+    kind: ModelKind | None = None
+    """Chat, base, embedding or reranker, read from the header (``gguf.modelkind``); None when unread."""
 
     def max_severity(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
@@ -295,14 +305,20 @@ def audit_header(
             templates=loaded.facts.templates,
             header=header,
             upstream_repo=loaded.upstream_repo,
+            upstream_how=loaded.upstream_how,
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
         )
-        audit.findings = run_checks(ctx, keep)
-        audit.runtimes = ctx.runtimes  # the rules that read it computed it once; the report shows it
-        if options.runtimes is not None:
+        audit.kind = ctx.kind
+        audit.upstream_own = upstream_templates(loaded.tset)
+        audit.findings = _mark_upstream_own(run_checks(ctx, keep), audit.upstream_own)
+        # the rules that read it computed it once; the report shows it (not for a model that answers no chat)
+        audit.runtimes = ctx.runtimes if ctx.kind.generates else None
+        audit.repair = ctx.repair if ctx.kind.generates else None
+        if options.runtimes is not None and audit.runtimes is not None:
             audit.findings = for_runtimes(audit.findings, audit.runtimes, options.runtimes)
             audit.runtimes = audit.runtimes.only(options.runtimes)
+            audit.repair = ctx.repair_for(audit.runtimes)  # the runtimes the user targets
     except UsageError:
         raise
     except Exception as exc:
@@ -318,6 +334,18 @@ def audit_header(
         audit.findings = [f for f in [stopped, *also] if keep(f.code)]
     audit.seconds = time.perf_counter() - start
     return audit
+
+
+def _mark_upstream_own(findings: list[Finding], own: dict[str, str]) -> list[Finding]:
+    """Findings in a template that is upstream's own (:func:`gguftpl.repair.upstream_templates`) say so in
+    ``extra["from_upstream"]``: they come with upstream's template and are expected."""
+    from dataclasses import replace
+
+    if not own:
+        return findings
+    return [
+        replace(f, extra={**f.extra, "from_upstream": own[f.template]}) if f.template in own else f for f in findings
+    ]
 
 
 def _first_bytes(path: str | os.PathLike[str], n: int = 16) -> str:
@@ -379,7 +407,8 @@ def audit_file(
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
-    if options.engine == "llamacpp" and audit.error is None:
+    # llama.cpp's verify stages ask chat questions: an embedding model or a reranker gets GT005 instead
+    if options.engine == "llamacpp" and audit.error is None and (audit.kind is None or audit.kind.generates):
         _add_llamacpp_findings(audit, path, label, keep)
     audit.seconds = time.perf_counter() - start
     return audit
@@ -399,7 +428,8 @@ def _add_llamacpp_findings(audit: FileAudit, path: str | os.PathLike[str], label
     from gguftpl.verify.findings import llamacpp_findings
 
     try:
-        found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo)
+        repair = audit.repair.text() if audit.repair is not None else None
+        found = llamacpp_findings(path, label, upstream_repo=audit.upstream_repo, repair=repair or None)
     except LlamaCppLoadError as exc:
         # one file llama.cpp refuses must not end the audit of the others: it is a finding about that file
         found = [make_finding(LLAMACPP_LOAD_FAILED, str(exc), Location(file=label), evidence="\n".join(exc.log[:20]))]

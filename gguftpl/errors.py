@@ -25,6 +25,11 @@ class HubError(GGUFTplError):
     file, gated repo, no network."""
 
 
+class HubUnreachableError(HubError):
+    """The Hub could not be reached (offline with a cold cache, network down): not a verdict about the repo, so
+    a bundled catalog entry already matched may stand in."""
+
+
 class PatchError(GGUFTplError):
     """A rewrite was refused or failed; the input is untouched and no output is left behind."""
 

@@ -11,11 +11,11 @@ are one call each from Python; the CLI plans, prints the plan, then calls ``run_
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gguftpl.beforeafter import AuditSummary, identity, summarize  # noqa: F401 - the before/after, read from here too
 from gguftpl.errors import PatchError, UsageError
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.regioncopy import ProgressFn
@@ -32,8 +32,11 @@ from gguftpl.patchplan import (
 )
 
 if TYPE_CHECKING:
+    from gguftpl.audit import FileAudit
     from gguftpl.findings import Finding
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.toolsdefault import ToolsDefault
+    from gguftpl.runtimes.view import RuntimeView
     from gguftpl.upstream.resolve import UpstreamSource
 
 
@@ -52,19 +55,6 @@ class PatchOptions:
     allow_new_errors: bool = False
     """Write even when the templates as planned add error findings of ``REFUSED_CODES`` (a sandbox escape, a
     template llama.cpp refuses, one that does not parse); refused by default, before anything is written."""
-
-
-@dataclass(frozen=True)
-class AuditSummary:
-    """The audit before -> after, counting every finding (not only the tool-calling ones)."""
-
-    counts_before: dict[str, int]
-    """severity -> number of findings before the patch (every severity, zeros included)."""
-    counts_after: dict[str, int]
-    fixed: tuple[Finding, ...]
-    """Findings before that are gone after (matched by code, template and key; each one counted)."""
-    introduced: tuple[Finding, ...]
-    """Findings after that were not there before."""
 
 
 @dataclass(frozen=True)
@@ -88,38 +78,18 @@ class PatchResult:
     """The before/after as counts, fixed and introduced findings; None when not audited."""
     tools_default: ToolsDefault | None = None
     """``--tools-in-default``: the new default and the rendering proof made before writing."""
+    runtimes_before: RuntimeView | None = None
+    """The input's runtime view: where the tools reach the prompt before (None when not audited)."""
+    runtimes_after: RuntimeView | None = None
+    """The output's runtime view: where they reach it after."""
+    repair_after: Repair | None = None
+    """The output's own repair (``gguftpl.repair``): ``needed`` is False when no runtime loses the tools any more."""
+    upstream_own_after: dict[str, str] = field(default_factory=dict)
+    """The output's templates that are upstream's own (``gguftpl.repair.upstream_templates``)."""
 
     @property
     def written(self) -> bool:
         return self.output is not None
-
-
-def summarize(before: Sequence[Finding], after: Sequence[Finding]) -> AuditSummary:
-    """Counts per severity of every finding, and which were fixed or introduced (a finding is the same one
-    after when its code, template and key are; two alike count twice)."""
-
-    def counts(fs: Sequence[Finding]) -> dict[str, int]:
-        by = {s: 0 for s in ("error", "warning", "info")}
-        for f in fs:
-            by[f.severity.value] = by.get(f.severity.value, 0) + 1
-        return by
-
-    def unmatched(these: Sequence[Finding], others: Sequence[Finding]) -> tuple[Finding, ...]:
-        left = Counter(_identity(f) for f in others)
-        out = []
-        for f in these:
-            if left[_identity(f)] > 0:
-                left[_identity(f)] -= 1
-            else:
-                out.append(f)
-        return tuple(out)
-
-    return AuditSummary(counts(before), counts(after), unmatched(before, after), unmatched(after, before))
-
-
-def _identity(f: Finding) -> tuple[str, str | None, str | None]:
-    # the file name differs between input and output, and messages may quote it: not part of the identity
-    return f.code, f.template, f.location.key
 
 
 # ---------------------------------------------------------------------------------------------- the pipeline
@@ -148,7 +118,8 @@ def run_patch(
     # it for the audits that follow; but the gate's decision (GT1xx/GT4xx/GT606) and the fix lines never come
     # from the cache: every fact this patch acts on is gathered here (issue 27)
     cache = AnalysisCache.on_disk(read_disk=False)
-    audited = _audit(plan.path, cache)
+    input_audit = _audit(plan.path, cache)
+    audited = tuple(input_audit.findings)
     if not options.allow_new_errors:
         _refuse_new_errors(plan, out_s, audited, cache)
     before = audited if options.audit else None
@@ -162,15 +133,30 @@ def run_patch(
         permissions=output_permissions(plan.path, in_place=options.in_place),
     )
     readback = _read_back(plan, out_s)
-    after = _audit(out_s, cache) if options.audit else None
+    output_audit = _audit(out_s, cache) if options.audit else None
+    after = tuple(output_audit.findings) if output_audit is not None else None
     summary = summarize(before, after) if before is not None and after is not None else None
-    return PatchResult(plan, out_s, proof, True, readback, before, after, summary, tools_default)
+    return PatchResult(
+        plan,
+        out_s,
+        proof,
+        True,
+        readback,
+        before,
+        after,
+        summary,
+        tools_default,
+        input_audit.runtimes if options.audit else None,
+        output_audit.runtimes if output_audit is not None else None,
+        output_audit.repair if output_audit is not None else None,
+        output_audit.upstream_own if output_audit is not None else {},
+    )
 
 
-def _audit(path: str, cache: Any = None) -> tuple[Finding, ...]:
+def _audit(path: str, cache: Any = None) -> FileAudit:
     from gguftpl.audit import audit_file
 
-    return tuple(audit_file(path, cache=cache).findings)
+    return audit_file(path, cache=cache)
 
 
 REFUSED_CODES = ("GT102", "GT4", "GT606")
@@ -331,12 +317,21 @@ def patch_from_upstream(
     provenance: bool = True,
     options: PatchOptions | None = None,
     progress: ProgressFn | None = None,
+    tools_in_default: bool = False,
+    accept_differences: bool = False,
+    accept_family: bool = False,
 ) -> PatchResult:
     """Copy the chat templates of an upstream repo into ``src``, written to ``out`` (or over ``src`` with
     ``in_place``): from ``repo`` (``ORG/NAME[@REV]`` on the Hub, at ``revision``) or ``catalog`` (a bundled
     catalog entry ``ORG/NAME``, or ``"auto"`` for the one matching the GGUF). Every upstream template is
     written (or the ``only`` ones); the file's other templates are kept. A Hub that cannot be reached falls
     back to the catalog, saying so in ``result.plan.warnings``.
+
+    ``tools_in_default`` is ``patch --from-catalog/--from-hub --tools-in-default``, the repair ``audit`` prints
+    (``gguftpl.repair``): the default then carries upstream's tool_use for the runtimes that read nothing else,
+    proven by rendering before anything is written (a prompt that differs raises ``PatchError`` unless
+    ``accept_differences``). A named ``catalog`` entry that is not the file's upstream and whose vocabulary or
+    special tokens differ is refused (``HubError``) unless ``accept_family``.
 
     ``options`` gives every option at once (then leave ``in_place`` and ``provenance`` alone). For
     ``--remove`` or no catalog fallback, plan with ``plan_upstream_patch`` and carry it out with ``run_patch``."""
@@ -347,11 +342,45 @@ def patch_from_upstream(
         raise UsageError("name the upstream: repo='ORG/NAME' (the Hub) or catalog='ORG/NAME' (or 'auto')")
     if revision and not repo:
         raise UsageError("revision goes with repo")
-    source = UpstreamSource(repo=repo, revision=revision, catalog=catalog, labels=("repo", "folder", "catalog"))
+    source = UpstreamSource(
+        repo=repo,
+        revision=revision,
+        catalog=catalog,
+        accept_family=accept_family,
+        labels=("repo", "folder", "catalog"),
+    )
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)  # refuse unsafe outputs before any request
+    if tools_in_default:
+        return _carry_out_tools_in_default(src_s, out, source, opts, progress, accept_differences, only=only)
+    if accept_differences:
+        raise UsageError("accept_differences goes with tools_in_default")
     plan = plan_upstream_patch(src_s, source, only=only, provenance=opts.provenance)
     return run_patch(plan, out, opts, progress=progress)
+
+
+def _carry_out_tools_in_default(
+    src: str,
+    out: str | os.PathLike[str] | None,
+    source: UpstreamSource | None,
+    opts: PatchOptions,
+    progress: ProgressFn | None,
+    accept_differences: bool,
+    *,
+    only: Sequence[str] | None = None,
+) -> PatchResult:
+    """Plan and prove ``--tools-in-default`` (after ``source``'s templates), refuse differences unless accepted,
+    then write."""
+    from gguftpl.errors import PatchError
+    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
+
+    plan, made = plan_tools_in_default(src, source, only=only, provenance=opts.provenance)
+    if made is not None:
+        try:
+            refuse_unless_accepted(made, accept_differences)
+        except PatchError as exc:
+            raise PatchError(f"{exc}\n{made.proof.text()}") from None
+    return run_patch(plan, out, opts, progress=progress, tools_default=made)
 
 
 def _options(options: PatchOptions | None, **flags: bool) -> PatchOptions:
@@ -377,8 +406,35 @@ def plan_upstream_patch(
 
     with read_header(src) as header:
         tset = load_templateset(header)
-    up = resolve_upstream(tset, source)
+        up = resolve_upstream(tset, source)  # matching a catalog entry may read the vocabulary: the file is open
+    if up.config.origin == "catalog" and not only:
+        only = _keep_working(tset, up.config)
+        if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
+            from gguftpl.patchplan import plan_patch
+
+            return replace(plan_patch(tset.path, {}, ()), upstream=up.config, how_found=up.how)
     return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+
+
+def _keep_working(tset: Any, config: Any) -> list[str] | None:
+    """``--from-catalog`` never replaces a template of the file that already puts the tool schemas in the prompt
+    with another text (``--only NAME`` asks for it): the names to copy, None for all, with a warning per kept one."""
+    from gguftpl.repair import tool_template
+
+    kept = [
+        name
+        for name, t in tset.templates.items()
+        if name in config.templates and config.templates[name] != t.text and tool_template({name: t.text}).name
+    ]
+    if not kept:
+        return None
+    for name in kept:
+        config.warnings.append(
+            f"kept the file's {name} template: it already puts the tool schemas in the prompt, and the catalog's "
+            f"{config.repo_id} would replace it (--only {name} replaces it anyway)"
+        )
+    rest = [n for n in config.templates if n not in kept]
+    return rest or []
 
 
 # ---------------------------------------------------------------------------------------- --tools-in-default
@@ -406,7 +462,7 @@ def plan_tools_in_default(
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import tools_in_default
+    from gguftpl.runtimes.toolsdefault import NoToolUseError, tools_in_default
 
     with read_header(src) as header:
         tset = load_templateset(header)
@@ -420,6 +476,10 @@ def plan_tools_in_default(
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
     try:
         made = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+    except NoToolUseError:
+        if base is None:
+            raise
+        raise PatchError(_no_tool_use(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):
             raise
@@ -431,6 +491,21 @@ def plan_tools_in_default(
     if provenance:
         plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made, layered=base is None)
     return plan, made
+
+
+def _no_tool_use(base: PatchPlan) -> str:
+    """Why ``--tools-in-default`` after upstream's templates has nothing to carry: upstream has no tool_use, and
+    its default (copied or not) puts no tool schema in the prompt."""
+    from gguftpl.repair import NO_TOOL_TEMPLATE
+
+    up = base.upstream
+    who = f"upstream {up.label}" if up is not None else "upstream"
+    names = ", ".join(sorted(up.templates)) if up is not None else ""
+    return (
+        f"--tools-in-default: {who} has no tool_use template (its templates: {names or 'none'}) and its default "
+        f"puts no tool schema in the prompt, so there is nothing to carry into the default: {NO_TOOL_TEMPLATE}; "
+        "nothing written"
+    )
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:
@@ -473,8 +548,6 @@ def patch_tools_in_default(
     vLLM), after copying upstream's templates from ``repo`` or ``catalog`` when given: proven by rendering
     before it is written; a prompt that differs refuses the patch (``PatchError``, with the differences)
     unless ``accept_differences``."""
-    from gguftpl.errors import PatchError
-    from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
     from gguftpl.upstream.resolve import UpstreamSource
 
     opts = options or PatchOptions()
@@ -487,10 +560,4 @@ def patch_tools_in_default(
     )
     src_s = os.fspath(src)
     resolve_output(src_s, out, in_place=opts.in_place, force=opts.force)
-    plan, made = plan_tools_in_default(src_s, source, provenance=opts.provenance)
-    if made is not None:
-        try:
-            refuse_unless_accepted(made, accept_differences)
-        except PatchError as exc:
-            raise PatchError(f"{exc}\n{made.proof.text()}") from None
-    return run_patch(plan, out, opts, progress=progress, tools_default=made)
+    return _carry_out_tools_in_default(src_s, out, source, opts, progress, accept_differences)

@@ -87,6 +87,18 @@ def result_text(result: PatchResult) -> str:
         lines.append(
             f"  provenance: {len(result.plan.extra_kv)} gguftpl.patch.* keys recorded (gguftpl inspect shows them)"
         )
+    if result.runtimes_before is not None and result.runtimes_after is not None:
+        from gguftpl.repair import verdict_line
+
+        was, now = verdict_line(result.runtimes_before), verdict_line(result.runtimes_after, result.upstream_own_after)
+        lines += ["", "runtimes (input -> output):", f"  input:  {was}", f"  output: {now}"]
+        from gguftpl.repair import in_prompt
+
+        reach = {r.name for r in result.runtimes_after.rows if in_prompt(r)}
+        if reach == {r.name for r in result.runtimes_before.rows if in_prompt(r)}:
+            lines.append("  no change: the tools reach the prompt in the same runtimes as before")
+        if result.repair_after is not None and result.repair_after.needed:
+            lines.append(f"  still to repair: {result.repair_after.text()}")
     if result.before is not None and result.after is not None and result.summary is not None:
         lines += before_after_lines(result.before, result.after, result.summary)
     return "\n".join(lines) + "\n"
@@ -112,7 +124,15 @@ def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summ
 
 
 def _row(f: Finding) -> str:
-    return f"    {f.code} {f.severity.value:<7} {f.template or '-':<10} {f.name}"
+    """``GT106 info    default    message-shape-crash (content as text parts)``: the code, severity, template,
+    rule and what kind of message it is (two findings of one rule differ in it); one from upstream's own
+    template says so."""
+    kind = f.extra.get("probe") or f.extra.get("marker") or f.extra.get("engine") or ""
+    if f.extra.get("verdict"):
+        kind = "the tools never reach the prompt"
+    row = f"    {f.code} {f.severity.value:<7} {f.template or '-':<10} {f.name}" + (f" ({kind})" if kind else "")
+    up = f.extra.get("from_upstream")
+    return row + (f": from upstream's own template ({up})" if up else "")
 
 
 def _count(findings: Sequence[Finding]) -> str:

@@ -9,6 +9,7 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   verify  verify of SmolLM2 with the llama.cpp stand-in vs --load-weights, and of Qwen2.5-Coder-0.5B with the
           stand-in vs --live (the model answers): time and peak RSS
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
+  bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
 are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
@@ -415,6 +416,46 @@ def make_quant_dir(folder: Path, n: int = 100) -> Path:
     return folder
 
 
+def make_big_vocab_dir(folder: Path, n: int = 100) -> Path:
+    """``n`` GGUFs with 262,144-token vocabularies whose metadata all differ (``general.name``), so no file is
+    answered from another's: one written by the tiny-model writer, the others its header with another name of
+    the same length and the (zero) tensor data left sparse, so the folder costs ``n`` headers of disk."""
+    from gguftpl.gguf.reader import read_header
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if len(list(folder.glob("*.gguf"))) == n:
+        return folder
+    base = make_big_vocab(folder.parent / "vocab262k.gguf")
+    header = read_header(base)
+    name = header.kv["general.name"]
+    size = base.stat().st_size
+    with open(base, "rb") as fh:
+        head = bytearray(fh.read(header.data_offset))
+    width = len(name.value.encode())
+    for i in range(n):
+        head[name.end - width : name.end] = f"{i:0{width}d}".encode()
+        with open(folder / f"vocab262k-{i:03d}.gguf", "wb") as out:
+            out.write(head)
+            out.truncate(size)
+    return folder
+
+
+def bench_big_folder(work: Path, runs: int) -> str:
+    """Cold audit (``--no-cache``) of 100 GGUFs with 262k-token vocabularies: memory must be bounded by the
+    largest file, not the folder (issue 27: 4.67 GB before the per-file facts were dropped once reported)."""
+    folder = make_big_vocab_dir(work / "vocab262k-folder")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GGUFTPL_CACHE_DIR": str(work / "cache")}
+    one = sorted(folder.glob("*.gguf"))[0]
+    cmd = [str(BIN / "gguftpl"), "audit", "--no-cache", "--exit-zero", "--format", "json"]
+    res = median_runs({"dir": lambda: run([*cmd, str(folder)], env), "one": lambda: run([*cmd, str(one)], env)}, runs)
+    n = len(list(folder.glob("*.gguf")))
+    rows = [["cold audit (--no-cache)", "time", "peak RSS (target folder < 300 MB)"]]
+    rows.append([f"folder of {n} GGUFs, 262,144 tokens each", f"{res['dir'][0]:.2f} s", f"{res['dir'][1]} MiB"])
+    rows.append(["one of them", f"{res['one'][0]:.2f} s", f"{res['one'][1]} MiB"])
+    note = f"Median time and largest peak RSS of {runs} fresh processes (the main process; workers are separate)."
+    return "### Audit of a folder of big vocabularies\n\n" + table(rows) + "\n\n" + note
+
+
 def bench_audit(work: Path, runs: int) -> str:
     """Cold audits (a template never seen: --no-cache) and warm ones (its facts in the cache folder) of the
     bundled sample, a 262k-vocab GGUF and a 100-file folder, interleaved with ggufdoctor on the same inputs."""
@@ -568,6 +609,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "audit": bench_audit,
     "verify": bench_verify,
     "remote": bench_remote,
+    "bigfolder": bench_big_folder,
 }
 
 

@@ -132,5 +132,5 @@ def watch(proc: subprocess.Popen[str], *, kill_above: int = 3 << 30, timeout: fl
 
 def run_watched(*args: str | os.PathLike[str], **kw: object) -> Watched:
     """``python -m gguftpl ARGS`` watched to its end."""
-    env = kw.pop("env", None)
-    return watch(start([*GGUFTPL, *map(str, args)], env=env), **kw)  # type: ignore[arg-type]
+    env, cwd = kw.pop("env", None), kw.pop("cwd", None)
+    return watch(start([*GGUFTPL, *map(str, args)], env=env, cwd=cwd), **kw)  # type: ignore[arg-type]

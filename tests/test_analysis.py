@@ -377,11 +377,22 @@ def test_set_default_chatml_without_tool_use_is_error_with_hub_fix(make_gguf: An
     f = next(f for f in result.findings if f.code == "GT201")
     assert f.severity is Severity.ERROR
     assert f.template == "default" and f.location.key == "tokenizer.chat_template"
-    assert f.fix == f"gguftpl patch {path} --from-hub NousResearch/Hermes-2-Pro-Mistral-7B -o FIXED.gguf"
+    # the file's one repair (gguftpl.repair): the catalog holds this upstream, so offline, with the tools in the
+    # default for the runtimes that read nothing else, proven by verify
+    assert f.fix == (
+        f"gguftpl patch {path} --from-catalog NousResearch/Hermes-2-Pro-Mistral-7B --tools-in-default "
+        "-o FIXED.gguf && gguftpl verify FIXED.gguf"
+    )
     assert "<|im_start|>user" in f.evidence
+    hub = _analyze(path, upstream_repo="Org/Not-In-The-Catalog")
+    f = next(f for f in hub.findings if f.code == "GT201")
+    assert f.fix == (
+        f"gguftpl patch {path} --from-hub Org/Not-In-The-Catalog --tools-in-default -o FIXED.gguf "
+        "&& gguftpl verify FIXED.gguf"
+    )
     result = _analyze(path)
     f = next(f for f in result.findings if f.code == "GT201")
-    assert f.fix == f"gguftpl patch {path} --template tool_use=PATH -o FIXED.gguf"
+    assert f.fix and f"gguftpl patch {path} --template tool_use=PATH" in f.fix and "--tools-in-default" in f.fix
 
 
 def test_set_default_ignores_tools_but_tool_use_exists(make_gguf: Any) -> None:

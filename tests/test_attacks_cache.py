@@ -369,3 +369,105 @@ def test_the_patch_gate_never_trusts_the_cache(tmp_path: Path, make_gguf: MakeGG
     again = run(cache, *args)
     assert again.returncode == 2 and "refusing" in again.stderr and "GT4" in again.stderr, again.stderr
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------ (f)
+
+
+def test_cache_info_and_clear(warm: Path, tmp_path: Path) -> None:
+    """``gguftpl cache info|clear`` on a real folder: clear removes our entries and the secret, and never what a
+    symlink planted in the folder points to, nor a FIFO or another user's file."""
+    facts = warm / "facts"
+    info = run(warm, "cache", "info", "--format", "json")
+    assert info.returncode == 0, info.stderr
+    doc = json.loads(info.stdout)
+    assert doc["folder"] == str(facts) and doc["trusted"] == "yes"
+    assert doc["entries"] == len(entries(warm, "templates")) + len(entries(warm, "files")) > 0
+    assert doc["size"] == sum(p.stat().st_size for p in facts.rglob("*.json"))
+    outside = tmp_path / "outside"
+    (outside / "ab").mkdir(parents=True)
+    victim = outside / "ab" / f"{'0' * 64}.json"
+    victim.write_text("{}", encoding="utf-8")
+    (facts / "templates" / "zz").symlink_to(outside / "ab")  # a sub-folder swapped for a link
+    (facts / "elsewhere").symlink_to(outside)  # a kind swapped for a link
+    os.mkfifo(facts / "templates" / next(iter(os.listdir(facts / "templates"))) / f"{'1' * 64}.json")
+    cleared = run(warm, "cache", "clear")
+    assert cleared.returncode == 0 and f"removed {doc['entries']} entries" in cleared.stdout, cleared.stderr
+    assert victim.read_text(encoding="utf-8") == "{}"
+    assert not (facts / "secret").exists() and not entries(warm, "files")
+    assert json.loads(run(warm, "cache", "info", "--format", "json").stdout)["entries"] == 0
+    again = run(warm, "audit", "--format", "json", SAMPLE)  # a new secret, a fresh start, the same verdict
+    assert verdict(again) == no_cache(SAMPLE) and (facts / "secret").stat().st_mode & 0o077 == 0
+
+
+def test_cache_info_says_why_a_folder_is_ignored(warm: Path) -> None:
+    warm.chmod(0o777)
+    text = run(warm, "cache", "info")
+    assert text.returncode == 0 and "trusted: " in text.stdout and "writable by others" in text.stdout, text.stdout
+
+
+def test_cache_info_creates_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "never"
+    res = run(cache, "cache", "info")
+    assert res.returncode == 0 and "entries: 0" in res.stdout, res.stderr
+    assert not cache.exists()
+
+
+def test_the_size_cap_evicts_the_least_recently_used(tmp_path: Path, make_gguf: MakeGGUF) -> None:
+    """``GGUFTPL_CACHE_MAX``: a folder of many distinct templates stays under the cap, and the entries kept
+    are the newest (a rebuilt venv or 1,000 files never grow the folder past it)."""
+    cache = tmp_path / "cache"
+    files = [make_gguf(f"m{i}.gguf", templates={"default": CHATML + "{# " + str(i) * 40 + " #}"}) for i in range(8)]
+    first = run(cache, "audit", "--format", "json", *files[:4], env={"GGUFTPL_CACHE_MAX": "1M"})
+    assert first.killed is None and first.returncode in (0, 1), first.stderr
+    one = max(p.stat().st_size for p in (cache / "facts").rglob("*.json"))
+    cap = 6 * one
+    res = run(cache, "audit", "--format", "json", *files[4:], env={"GGUFTPL_CACHE_MAX": str(cap)})
+    assert verdict(res) == verdict(run(None, "audit", "--no-cache", "--format", "json", *files[4:]))
+    kept = sum(p.stat().st_size for p in (cache / "facts").rglob("*.json"))
+    assert 0 < kept <= cap
+    uncapped = tmp_path / "uncapped"  # the same audits without a cap keep more
+    run(uncapped, "audit", "--format", "json", *files)
+    assert len(list((cache / "facts").rglob("*.json"))) < len(list((uncapped / "facts").rglob("*.json")))
+    info = json.loads(run(cache, "cache", "info", "--format", "json", env={"GGUFTPL_CACHE_MAX": str(cap)}).stdout)
+    assert info["cap"] == cap and info["size"] == kept
+
+
+def test_a_relative_cache_dir_is_refused_with_one_line(tmp_path: Path) -> None:
+    """A relative ``GGUFTPL_CACHE_DIR`` would follow the current folder (a hook run from elsewhere, a cache inside
+    a cloned repository that brings its own secret): one line, exit 2, nothing created; ``--no-cache`` works."""
+    res = run(None, "audit", SAMPLE, env={"GGUFTPL_CACHE_DIR": "rel-cache"}, cwd=str(tmp_path))
+    assert res.returncode == 2 and len(res.stderr_lines) == 1 and "absolute" in res.stderr, res.stderr
+    assert not res.stdout and list(tmp_path.iterdir()) == []
+    ok = run(None, "audit", "--no-cache", SAMPLE, env={"GGUFTPL_CACHE_DIR": "rel-cache"}, cwd=str(tmp_path))
+    assert ok.returncode == 1 and list(tmp_path.iterdir()) == [], ok.stderr
+
+
+def _copy_tree(dest: Path, hours: int, edit: bool = False) -> Path:
+    """gguftpl and its catalog copied as a rebuilt venv has them: new files, new mtimes, the same bytes (or one
+    byte more in a comment with ``edit``)."""
+    root = Path(__file__).parent.parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(root / "gguftpl", dest / "gguftpl", ignore=ignore, copy_function=shutil.copyfile)
+    shutil.copytree(root / "upstream_templates", dest / "upstream_templates", copy_function=shutil.copyfile)
+    later = os.stat(root / "gguftpl" / "__init__.py").st_mtime + 3600 * hours
+    for path in dest.rglob("*"):
+        os.utime(path, (later, later))
+    if edit:
+        with open(dest / "gguftpl" / "rules" / "__init__.py", "a", encoding="utf-8") as fh:
+            fh.write("#\n")
+    return dest
+
+
+def test_a_rebuilt_venv_keeps_hitting_and_a_changed_source_misses(tmp_path: Path) -> None:
+    """Issue 27 item 8: the code identity is made of the package's content (version and sources) and the
+    catalog's, never mtimes. The same code copied afresh finds every entry; one changed byte finds none."""
+    cache = tmp_path / "cache"
+    names: list[set[str]] = []
+    for i, edit in enumerate((False, False, True)):
+        tree = _copy_tree(tmp_path / f"venv{i}", i + 1, edit=edit)
+        res = run(cache, "audit", "--format", "json", SAMPLE, env={"PYTHONPATH": str(tree)}, cwd=str(tree))
+        assert verdict(res) == no_cache(SAMPLE)
+        names.append({p.name for p in (cache / "facts").rglob("*.json")})
+    assert names[0] and names[1] == names[0]
+    assert names[2] > names[1] and len(names[2]) == 2 * len(names[0])

@@ -17,7 +17,10 @@ def test_llamacpp_engine_adds_llamacpp_verdicts():
     assert "GT601" in codes  # llama.cpp dropped the tools too
     gt601 = next(f for f in bad.findings if f.code == "GT601")
     assert gt601.evidence
-    assert "--from-hub NousResearch/Hermes-2-Pro-Mistral-7B" in gt601.fix
+    # the file's one repair, as the audit's GT201 gives it (offline, from the catalog, every runtime)
+    gt201 = next(f for f in bad.findings if f.code == "GT201")
+    assert gt601.fix == gt201.fix
+    assert "--from-catalog NousResearch/Hermes-2-Pro-Mistral-7B --tools-in-default" in gt601.fix
 
     good = audit_paths([SAMPLES / "hermes-2-pro-mistral-7b.upstream.gguf"], AuditOptions(engine="llamacpp"))
     assert not [f for f in good.findings if f.code.startswith("GT6") and f.severity.value == "error"]

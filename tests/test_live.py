@@ -194,3 +194,44 @@ def test_when_only_the_model_fails_the_hint_is_no_template_repair() -> None:
     assert "chose to answer without one" in (_live_hint(stage(NO_CALL, True)) or "")
     assert "--live-timeout" in (_live_hint(stage(NO_ANSWER, True)) or "")
     assert _live_hint(stage(NO_CALL, False)) is None  # the tools were dropped: the template repair applies
+
+
+def test_one_budget_for_the_whole_live_stage() -> None:
+    """issue 25 item 9: the tool_choice=required retry ran to its own limit after the first answer had used the
+    time; now one budget is stated up front and a retry past it is not started."""
+    import time as _time
+
+    class Slow(Scripted):
+        def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+            _time.sleep(1.2)  # the first answer uses up a 1 s budget
+            return super().chat_completion(body)
+
+    fence = "```json\n" + json.dumps({"name": NAME, "arguments": {"record_key": "x"}}) + "\n```"
+    s = Slow([{"role": "assistant", "content": fence}, _tool_calls(NAME, {"record_key": "x"})], NAME)
+    said: list[str] = []
+    stage = live_stage(s, options=LiveOptions(timeout=1.0), progress=said.append)  # type: ignore[arg-type]
+    assert said[0].startswith("live: one time budget of 1 s for the whole live stage (the answer, a tool_choice")
+    assert len(s.bodies) == 1 and stage.data["budget_s"] == 1.0
+    assert "the live stage's 1 s budget is used up" in stage.data["tool_choice_required"]["skipped"]
+    assert "not asked again with tool_choice=required: the live stage's 1 s budget is used up" in stage.evidence
+
+
+def test_the_retry_gets_what_is_left_of_the_budget() -> None:
+    seen: list[float] = []
+
+    import gguftpl.engines.llamacpp_child as child
+
+    class Child(Scripted, child.ChildSession):  # type: ignore[misc]
+        """A scripted answer behind the child's type: only a child gets a per-generation timeout."""
+
+        def __init__(self, *a: Any) -> None:
+            Scripted.__init__(self, *a)
+
+        def chat_completion(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+            seen.append(timeout or 0.0)
+            return Scripted.chat_completion(self, body)
+
+    fence = "```json\n" + json.dumps({"name": NAME, "arguments": {"record_key": "x"}}) + "\n```"
+    s = Child([{"role": "assistant", "content": fence}, _tool_calls(NAME, {"record_key": "x"})], NAME)
+    live_stage(s, options=LiveOptions(timeout=100.0))  # type: ignore[arg-type]
+    assert len(seen) == 2 and 0 < seen[1] <= seen[0] <= 100.0

@@ -98,12 +98,14 @@ def test_patch_from_catalog_restores_the_default_byte_for_byte(
 
 
 def test_diff_and_the_repair_hint_find_the_family(broken: Path) -> None:
-    from gguftpl.cli.verify_cmd import _repair_hint
+    from gguftpl.cli.verify_cmd import _file_audit, _repair_hint
     from gguftpl.verify.result import FAIL, STAGE_SCHEMA, Stage, VerifyResult
 
     res = CliRunner().invoke(main_group, ["diff", str(broken), "--catalog", "auto", "--no-behaviour"])
     assert res.exit_code == 1 and "matched by tokenizer: Qwen2.5" in res.output
-    hint = _repair_hint(VerifyResult(str(broken), [Stage(STAGE_SCHEMA, FAIL, "")]))
+    repair = _file_audit(str(broken)).repair
+    hint = _repair_hint(VerifyResult(str(broken), [Stage(STAGE_SCHEMA, FAIL, "")]), repair)
+    assert repair.command in res.output  # diff prints the same repair
     upstream, repair = hint.splitlines()
     assert repair.startswith("repair: gguftpl patch") and "--from-catalog" in repair
     assert upstream.startswith("upstream: matched by tokenizer: Qwen2.5")

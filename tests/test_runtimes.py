@@ -182,7 +182,8 @@ def test_verify_shows_the_view_and_suggests_tools_in_default() -> None:
     assert res.exit_code == 0, res.output  # llama.cpp itself is fine: it switches to tool_use
     lines = res.output.rstrip().splitlines()
     assert lines[-2] == "ok: every stage passed"
-    assert lines[-1].startswith("repair for ") and "vLLM" in lines[-1] and "--tools-in-default" in lines[-1]
+    assert lines[-3].startswith("verdict: tools reach the prompt in 2 of 9 runtimes") and "vLLM" in lines[-3]
+    assert lines[-1].startswith("repair: ") and "--tools-in-default" in lines[-1]
     assert any(ln.strip().startswith("Ollama") and "chatml" in ln for ln in lines)
     js = CliRunner().invoke(main_group, ["verify", "--format", "json", str(UPSTREAM_SAMPLE)])
     rows = {r["name"]: r for r in json.loads(js.stdout)["runtimes"]}

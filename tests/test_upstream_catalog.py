@@ -229,3 +229,14 @@ def test_discovery_never_imports_the_hub_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["Qwen/Qwen2.5-7B-Instruct", "False"]
+
+
+def test_the_catalog_tool_facts_are_measured_again() -> None:
+    """``tool_templates.json`` (what ``gguftpl.repair`` reads instead of parsing) holds every catalog template's
+    verdict and markers as measured now (run ``scripts/catalog_tool_facts.py`` after adding a template)."""
+    from gguftpl.upstream.catalog import measure_tool_facts
+
+    cat = load_catalog()
+    for e in cat.entries:
+        for name, t in e.templates.items():
+            assert cat.tool_facts.get(t.sha256) == measure_tool_facts(e.text(name)), f"{e.repo_id}:{name}"

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "render": "render_cmd",
     "verify": "verify_cmd",
     "engines": "engines_cmd",
+    "cache": "cache_cmd",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

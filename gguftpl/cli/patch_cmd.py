@@ -79,6 +79,12 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--no-fallback", is_flag=True, help="Never fall back to the bundled catalog when the Hub is unreachable."
         ),
+        click.option(
+            "--accept-family",
+            is_flag=True,
+            help="--from-catalog ID: apply an entry that is not this file's upstream even when its vocabulary or "
+            "special tokens differ (refused by default).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -86,13 +92,20 @@ def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def upstream_source(
-    from_hub: str | None, revision: str | None, from_catalog: str | None, no_fallback: bool, templates: tuple[str, ...]
+    from_hub: str | None,
+    revision: str | None,
+    from_catalog: str | None,
+    no_fallback: bool,
+    templates: tuple[str, ...],
+    accept_family: bool = False,
 ) -> UpstreamSource | None:
     """The upstream to copy from, or None for ``--template``/``--remove`` alone; refuses option combinations
     that make no sense (before any work)."""
     from gguftpl.upstream.resolve import UpstreamSource
 
     if not (from_hub or from_catalog):
+        if accept_family:
+            raise UsageError("--accept-family goes with --from-catalog")
         return None
     if templates:
         raise UsageError("--template cannot be combined with --from-hub/--from-catalog; patch twice instead")
@@ -103,6 +116,7 @@ def upstream_source(
         revision=revision,
         catalog=from_catalog,
         fallback=not no_fallback,
+        accept_family=accept_family,
         labels=("--from-hub", "--upstream", "--from-catalog"),
     )
 
@@ -155,6 +169,7 @@ def command(
     tools_in_default: bool = False,
     accept_differences: bool = False,
     allow_new_errors: bool = False,
+    accept_family: bool = False,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
@@ -178,7 +193,7 @@ def command(
         audit=not no_audit,
         allow_new_errors=allow_new_errors,
     )
-    source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates)
+    source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
     if accept_differences and not tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
     if tools_in_default:

@@ -61,7 +61,8 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     type=click.FloatRange(1.0),
     default=DEFAULT_TIMEOUT,
     show_default=True,
-    help="--live: seconds one answer may take (then the model's process is ended).",
+    help="--live: seconds for the whole live stage, stated up front: the answer, the tool_choice=required retry "
+    "and the second turn share them (then the model's process is ended).",
 )
 @click.option(
     "--threads",
@@ -135,26 +136,31 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     finally:
         if sources is not None:
             sources.close()
-    view = _runtime_view(file)
+    audited = _file_audit(file)
+    view = audited.runtimes if audited is not None else None
+    repair = audited.repair if audited is not None else None
+    own = audited.upstream_own if audited is not None else None
     if fmt == "json":
         data = result.to_dict(with_data=with_data)
         if view is not None:
             data["runtimes"] = view.to_list()
+        if repair is not None:
+            data["repair"] = repair.to_dict()
         echo_json(data)
     else:
-        echo(_text(result, view), color=None)
+        echo(_text(result, view, repair, own), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 
-def _runtime_view(path: str) -> Any:
-    """The file's runtime view (``gguftpl.runtimes.view``) from its audit (template facts cached on disk);
-    None when the file could not be audited (verify has said why). Every installed engine is asked: each row is
-    its own runtime's engine's answer."""
+def _file_audit(path: str) -> Any:
+    """The file's audit (template facts cached on disk), for its runtime view (``gguftpl.runtimes.view``) and its
+    one repair (``gguftpl.repair``); None when the file could not be audited (verify has said why). Every
+    installed engine is asked: each row is its own runtime's engine's answer."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.auditcache import AnalysisCache
 
     fa = audit_file(path, AuditOptions(select=("GT7",)), cache=AnalysisCache.on_disk())
-    return fa.runtimes
+    return fa if fa.runtimes is not None else None
 
 
 def _live_run(opts: dict[str, Any], sources: Any) -> Any:
@@ -182,9 +188,9 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
     return LiveRun(options, dispatch, progress=lambda msg: echo(msg, err=True))
 
 
-def _text(result: Any, view: Any = None) -> str:
+def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any = None) -> str:
     from gguftpl.safeio import printable
-    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE
+    from gguftpl.verify.result import CORE_STAGES, INCOMPLETE, SKIP
 
     if result.load_weights:
         how = "real weights"
@@ -204,13 +210,21 @@ def _text(result: Any, view: Any = None) -> str:
             lines.append(f"          {printable(ev_line)}")
     if view is not None:
         lines += _runtime_lines(view)
+    if view is not None:
+        from gguftpl.repair import verdict_line
+
+        lines.append(f"verdict: {verdict_line(view, upstream_own)}")
     failed = [s.name for s in result.stages if not s.ok]
-    lines.append("ok: every stage passed" if not failed else f"failed: {', '.join(failed)}")
-    dropping = [r.name for r in view.dropping()] if view is not None else []
+    if failed:
+        lines.append(f"failed: {', '.join(failed)}")
+    elif all(s.status == SKIP for s in result.stages):
+        lines.append("nothing verified: every stage was skipped")
+    else:
+        lines.append("ok: every stage passed")
     if failed and result.template == INCOMPLETE:
         lines.append("repair: download the file again and compare its size (and sha256) with the one the repo lists")
-    elif failed or dropping:
-        lines.append(_repair_hint(result, view, llamacpp_failed=bool(failed)))
+    elif failed or (repair is not None and repair.needed):
+        lines.append(_repair_hint(result, repair))
     return "\n".join(lines)
 
 
@@ -247,45 +261,26 @@ def _live_hint(stage: Any) -> str | None:
     return None
 
 
-def _repair_hint(result: Any, view: Any = None, *, llamacpp_failed: bool = True) -> str:
-    """Point at the repair: the catalog entry or the upstream repo that the file's metadata, the catalog or the
-    tokenizer leads to (no network); ``--tools-in-default`` when runtimes that read only the default drop the
-    tools; for a model that writes calls in its own shape, say that a template cannot help."""
-    import shlex
-
+def _repair_hint(result: Any, repair: Any = None) -> str:
+    """The file's one repair (``gguftpl.repair``, what ``audit`` and ``diff`` print too); for a model that writes
+    calls in its own shape, say that a template cannot help."""
     from gguftpl.verify.result import FAIL
 
-    path = result.path
-    q = shlex.quote(path)
     failed = [s for s in result.stages if s.status == FAIL]
     if [s.name for s in failed] == ["live"]:
         model_only = _live_hint(failed[0])
         if model_only is not None:
             return model_only
-    others = [r.name for r in view.dropping() if r.name != "llama.cpp"] if view is not None else []
-    if not llamacpp_failed and view is not None and view.tool_use_renders:
+    if repair is None or not repair.needed:
         return (
-            f"repair for {', '.join(others)}: gguftpl patch {q} --tools-in-default -o FIXED.gguf && "
-            "gguftpl verify FIXED.gguf"
+            "repair: every runtime gets the tools; the failed stages are about the template's own call format "
+            "(see above), which no template repair gguftpl knows changes"
         )
-    extra = " --tools-in-default" if others else ""
-    found = None
-    try:
-        from gguftpl.gguf.reader import read_header
-        from gguftpl.gguf.templateset import load_templateset
-        from gguftpl.upstream.discover import discover_upstream
-
-        found = discover_upstream(load_templateset(read_header(path)))
-    except Exception:  # a hint must never turn a verdict into an error
-        found = None
-    if found is not None and found.entry is not None:
-        return (
-            f"upstream: {found.how} (its templates are in the bundled catalog: no network needed)\n"
-            f"repair: gguftpl patch {q} --from-catalog{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    upstream = ""
+    if repair.source == "catalog":
+        upstream = (
+            f"upstream: {repair.how or repair.upstream} (its templates are in the bundled catalog: no network needed)\n"
         )
-    if found is not None and found.repo:
-        return f"repair: gguftpl patch {q} --from-hub {found.repo}{extra} -o FIXED.gguf && gguftpl verify FIXED.gguf"
-    return (
-        f"repair: gguftpl diff {q} --hub ORG/REPO shows what upstream has; "
-        f"gguftpl patch {q} --from-hub ORG/REPO{extra} -o FIXED.gguf"
-    )
+    elif repair.upstream and repair.command:
+        upstream = f"upstream: {repair.upstream}\n"
+    return f"{upstream}repair: {repair.text()}"

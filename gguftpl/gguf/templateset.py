@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gguftpl.gguf.format import PADDING_KEY
+from gguftpl.gguf.modelkind import ModelKind, model_kind
 from gguftpl.gguf.reader import GGUFHeader, LazyArray, ValueType
 
 DEFAULT_KEY = "tokenizer.chat_template"
@@ -111,6 +112,8 @@ class TemplateSet:
     vocab_size: int | None
     non_string_templates: list[str] = field(default_factory=list)
     """Template keys whose value is not a string (reported, never rendered)."""
+    kind: ModelKind = field(default_factory=ModelKind)
+    """Chat, base (no template), embedding or reranker, from the header (:func:`gguftpl.gguf.modelkind.model_kind`)."""
     _header: GGUFHeader | None = field(default=None, repr=False)
     _tokens: list[str] | None = field(default=None, repr=False)
     _index: dict[str, int] | None = field(default=None, repr=False)
@@ -235,6 +238,7 @@ def load_templateset(header: GGUFHeader) -> TemplateSet:
         tokenizer_model=tmodel if isinstance(tmodel, str) else None,
         vocab_size=vocab_size,
         non_string_templates=non_string,
+        kind=model_kind(header, bool(templates)),
         _header=header,
     )
     for role, suffix in SPECIAL_ROLES.items():

@@ -125,6 +125,20 @@ class TextFormatter:
             out.extend(line for f in findings for line in self._finding(f, run))
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
+        out.extend(self._verdict(fa))
+        return out
+
+    def _verdict(self, fa: FileAudit) -> list[str]:
+        """The file's last lines: where the tools reach the prompt, runtime by runtime, and its one repair."""
+        if fa.runtimes is None or not fa.runtimes.rows:
+            return []
+        from gguftpl.repair import verdict_line
+
+        out = [f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}"]
+        repair = fa.repair
+        if repair is not None and repair.needed:
+            fix = self._s(printable(repair.command), fg="cyan") if repair.command else printable(repair.advice)
+            out.append(f"  fix: {fix}")
         return out
 
     def _runtimes(self, fa: FileAudit) -> list[_Line]:
@@ -160,6 +174,8 @@ class TextFormatter:
     def _finding(self, f: Finding, run: AuditRun) -> list[str]:
         sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
         parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {printable(f.message)}"]
+        if f.extra.get("from_upstream"):
+            parts[0] += f" (from upstream's own template: {printable(str(f.extra['from_upstream']))})"
         at = where(f)
         if at:
             parts.append(f"      at {printable(at)}")

@@ -35,6 +35,50 @@ AUDIT_FAILED = register(
 )
 
 
+NOT_A_CHAT_MODEL = register(
+    Rule(
+        "GT005",
+        "not-a-chat-model",
+        Severity.INFO,
+        "The file holds an embedding model or a reranker: it answers no chat request, so the rules about chat "
+        "prompts and tool calling are not run for it.",
+        why=(
+            "llama.cpp serves such a model's embeddings or rerank scores, never a chat completion (its header's "
+            "`ARCH.pooling_type`, or bidirectional attention without a chat template, says so). A missing chat "
+            "template or dropped tools are no fault of it, and no template repair would make it call tools. The "
+            "template's own parse and safety checks still run: llama-server parses a file's template at startup "
+            "whatever the model."
+        ),
+        example="nomic-embed-text or bge GGUFs (`bert.attention.causal = false`, `nomic-bert.pooling_type = 1`).",
+        fix="Nothing to fix; serve it with `llama-server --embedding` (or `--reranking`).",
+    )
+)
+
+CHAT_ONLY: tuple[str, ...] = ("GT101", "GT104", "GT105", "GT106", "GT107", "GT2", "GT3", "GT501", "GT601", "GT602")
+CHAT_ONLY += ("GT603", "GT604", "GT605", "GT7")
+"""The rules that judge a template as a chat prompt for a model that answers (tools, roles, markers, the
+ChatML fallback, other runtimes' prompts): skipped for a model that does not generate (GT005 says so)."""
+
+
+def chat_only(code: str) -> bool:
+    """``code`` is a rule about chat prompts, which does not apply to an embedding model or a reranker."""
+    return code.startswith(CHAT_ONLY)
+
+
+@check(NOT_A_CHAT_MODEL, "file")
+def not_a_chat_model(ctx: FileContext) -> Iterator[Finding]:
+    """GT005 once per file whose model kind (``ModelKind``, read from the header) does not generate text."""
+    kind = ctx.kind
+    if kind.generates:
+        return
+    yield ctx.finding(
+        NOT_A_CHAT_MODEL,
+        f"not a chat model: {kind.describe()}; the rules about chat prompts and tool calling were skipped",
+        key=kind.key,
+        kind=kind.kind,
+    )
+
+
 @check(UNREADABLE_GGUF, "file")
 def invalid_utf8_tokens(ctx: FileContext) -> Iterator[Finding]:
     """GT001 for a token array that holds invalid UTF-8. The reader skips the vocabulary and decodes one token

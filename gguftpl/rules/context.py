@@ -12,9 +12,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, make_finding
+from gguftpl.gguf.modelkind import ModelKind
 
 if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
+    from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
 
@@ -33,6 +35,8 @@ class FileContext:
     header: Any = None
     """The GGUF header (metadata types, tensor extent), when there is one."""
     upstream_repo: str | None = None
+    upstream_how: str = ""
+    """How ``upstream_repo`` was found, or why none was (the discovery's words)."""
     skipped: tuple[str, ...] = ()
     """Named templates not analysed (past the bound on distinct texts)."""
     max_analysed: int = 0
@@ -73,10 +77,42 @@ class FileContext:
         return shlex.quote(self.file) if self.file else "FILE"
 
     def hub_fix(self, name: str) -> str:
-        """The command that puts upstream's templates back, or sets template ``name`` from a file."""
-        if self.upstream_repo:
-            return f"gguftpl patch {self.quoted()} --from-hub {self.upstream_repo} -o FIXED.gguf"
-        return f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
+        """The command that puts upstream's templates back (the file's one repair, :attr:`repair`), or sets
+        template ``name`` from a file when nothing is known of upstream: the catalog entry when it holds the
+        upstream (offline), else the Hub repo the metadata names."""
+        from gguftpl.repair import upstream_command
+
+        found = upstream_command(self.file, self.upstream_repo, self.upstream_how)
+        return found or f"gguftpl patch {self.quoted()} --template {name}=PATH -o FIXED.gguf"
+
+    @cached_property
+    def repair(self) -> Repair:
+        """The file's one repair of its tool calling (:func:`gguftpl.repair.file_repair`), computed once while
+        the file is open (the vocabulary is looked up for the markers upstream's template needs)."""
+        return self.repair_for(self.runtimes)
+
+    def repair_for(self, view: RuntimeView) -> Repair:
+        """The repair for the runtimes of ``view`` (``audit --runtime`` judges only some)."""
+        from gguftpl.repair import file_repair, upstream_of
+
+        tset = self.tset
+        token_id = tset.token_id if tset is not None and tset.has_vocab else None
+        return file_repair(
+            self.file,
+            view,
+            upstream_of(self.upstream_repo, self.upstream_how),
+            token_id=token_id,
+            has_templates=bool(tset is not None and tset.templates),
+        )
+
+    def tools_fix(self) -> str | None:
+        """The fix line of a finding saying the tools never reach the prompt: the file's repair."""
+        return self.repair.text() or None
+
+    @property
+    def kind(self) -> ModelKind:
+        """The file's model kind (chat, base, embedding, reranker); a bare template is a chat model's."""
+        return self.tset.kind if self.tset is not None else ModelKind()
 
     def tool_capable(self) -> list[str]:
         """Named templates that put the tool schemas in the prompt (llama.cpp switches to one for tools)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gguftpl.engines.llamacpp_choice import FALLBACK
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
+from gguftpl.repair import RULE_FIX
 from gguftpl.rules.context import FileContext
 from gguftpl.verify.result import (
     NOT_RUN,
@@ -34,8 +35,7 @@ LLAMACPP_TOOLS_DROPPED = register(
         "sends the model: the tools are gone, llama.cpp only logs a warning, and the model answers without them.",
         example="A Hermes-2-Pro GGUF whose only template is plain ChatML: `supports_tools=false`, the canary tool's "
         "name and parameter description are absent from `/apply-template`'s prompt.",
-        fix="Install a template that renders `tools` (upstream's `tool_use`): `gguftpl patch FILE --from-hub REPO "
-        "-o FIXED.gguf`, then `gguftpl verify FIXED.gguf`.",
+        fix="Install a template that renders `tools` (upstream's `tool_use`): " + RULE_FIX,
     )
 )
 LLAMACPP_CALL_NOT_PARSED = register(
@@ -123,7 +123,7 @@ LLAMACPP_CHATML_FALLBACK = register(
         "The file has no chat template and llama.cpp silently falls back to its built-in ChatML.",
         why="Unless the model really speaks ChatML, every prompt is in the wrong format, and tools are dropped.",
         example="A GGUF converted without `tokenizer.chat_template`.",
-        fix="Add the model's template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`.",
+        fix="Add the model's templates: " + RULE_FIX,
     )
 )
 LLAMACPP_TEMPLATE_REJECTED = register(
@@ -165,8 +165,7 @@ def llamacpp_template_rejected(t: TemplateFacts, ctx: FileContext) -> Iterator[F
         f"{what}: {error[:300]}",
         t,
         evidence=f"llama.cpp, loading a stand-in model that carries this template: {error[:1200]}",
-        fix=f"gguftpl patch {ctx.quoted()} --from-hub {ctx.upstream_repo or 'REPO'} -o FIXED.gguf"
-        " && gguftpl verify FIXED.gguf",
+        fix=ctx.hub_fix(t.name),
         check="llamacpp-parse",
     )
 
@@ -214,22 +213,27 @@ class VerifyFacts:
     """The file as the report names it."""
     upstream_repo: str | None = None
     """The repo the fix command names (``REPO`` when unknown)."""
+    repair: str | None = None
+    """The file's one repair of its tool calling (:mod:`gguftpl.repair`), when the audit computed it: the fix of
+    the stages where the tools are lost (no template, dropped, no call format)."""
 
 
 def _stage_finding(rule: Rule, facts: VerifyFacts, stage: str) -> Iterator[Finding]:
     import shlex
 
     from gguftpl.gguf.templateset import template_key
+    from gguftpl.repair import upstream_command
 
     st = facts.result.failed(stage)
     if st is None:
         return
     name = facts.result.template
     tname = name if name not in (None, FALLBACK, *NOT_RUN) else None
-    fix = (
-        f"gguftpl patch {shlex.quote(facts.label)} --from-hub {facts.upstream_repo or 'REPO'} -o FIXED.gguf"
-        " && gguftpl verify FIXED.gguf"
+    fix = upstream_command(facts.label, facts.upstream_repo) or (
+        f"gguftpl patch {shlex.quote(facts.label)} --from-hub REPO -o FIXED.gguf && gguftpl verify FIXED.gguf"
     )
+    if facts.repair and rule in (LLAMACPP_TOOLS_DROPPED, LLAMACPP_CHATML_FALLBACK, LLAMACPP_CALL_NOT_PARSED):
+        fix = facts.repair
     yield make_finding(
         rule,
         f"llama.cpp verification, stage {st.name!r}: {st.evidence.splitlines()[0][:300]}",

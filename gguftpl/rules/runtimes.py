@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from gguftpl.engines.ollama_registry import OLLAMA_COMMIT
 from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.repair import RULE_FIX
 from gguftpl.rules.context import FileContext
 
 
@@ -32,7 +33,8 @@ OLLAMA_SUBSTITUTES_TEMPLATE = register(
         f"every substitution. Predicted from Ollama's registry and Go source at commit {OLLAMA_COMMIT[:12]}.",
         example="A Hermes-2-Pro GGUF whose default is plain ChatML: distance 0 to the `chatml` entry, rendered "
         "with `chatml.gotmpl`, which has no tools.",
-        fix="Make the default carry the tools (`gguftpl patch FILE --tools-in-default -o FIXED.gguf`): the "
+        fix="Make the default carry the tools (`gguftpl patch FILE --tools-in-default -o FIXED.gguf && gguftpl "
+        "verify FIXED.gguf`, after upstream's templates when the file has no tool_use: " + RULE_FIX + "): the "
         "longer default is no longer near a registry entry, so Ollama renders it; or give Ollama a Modelfile "
         "`TEMPLATE`.",
     )
@@ -78,8 +80,8 @@ OLLAMA_ADVERTISES_UNRENDERED_TOOLS = register(
         "and the model answers as if it had none, or invents a call. A template that merely mentions the word "
         f"(a comment, a system prompt) is enough. Read from Ollama's Go source at commit {OLLAMA_COMMIT[:12]}.",
         example="`{# no tools support #}{% for message in messages %}…` is advertised as tool-capable.",
-        fix="Use a default that renders `tools` (`gguftpl patch FILE --from-hub REPO --tools-in-default -o "
-        "FIXED.gguf`), or remove the word from a template that cannot call tools.",
+        fix="Use a default that renders `tools` (" + RULE_FIX + "), or remove the word from a template that "
+        "cannot call tools.",
     )
 )
 
@@ -102,9 +104,7 @@ def ollama_advertises_unrendered_tools(ctx: FileContext) -> Iterator[Finding]:
     )
 
 
-def _fix(ctx: FileContext) -> str:
-    """``--tools-in-default`` when the file's tool_use renders the tools, else upstream's templates first."""
-    if ctx.runtimes.tool_use_renders:
-        return f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf"
-    repo = ctx.upstream_repo or "ORG/REPO"
-    return f"gguftpl patch {ctx.quoted()} --from-hub {repo} --tools-in-default -o FIXED.gguf"
+def _fix(ctx: FileContext) -> str | None:
+    """The file's one repair (``gguftpl.repair``): ``--tools-in-default`` when its tool_use renders the tools, else
+    upstream's templates first, or the plain fact that none gives the model tools."""
+    return ctx.tools_fix()

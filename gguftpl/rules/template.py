@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.repair import RULE_FIX, TOOLS_NEVER_REACH
 from gguftpl.rules.context import FileContext
 from gguftpl.templates import probes
 from gguftpl.templates.facts import trim
@@ -17,12 +18,13 @@ NO_CHAT_TEMPLATE = register(
     Rule(
         "GT101",
         "no-chat-template",
-        Severity.WARNING,
+        Severity.ERROR,
         "The file has no chat template at all.",
         why="Runtimes silently fall back to a built-in format (usually ChatML) that may not match the model, "
-        "and that fallback drops any tools passed to it.",
+        "and that fallback drops any tools passed to it: the tools never reach the prompt, the verdict of GT201, "
+        "with GT201's severity (a repair that adds a template ignoring tools is then no change, not a regression).",
         example="A GGUF without `tokenizer.chat_template` loaded in llama.cpp or Ollama.",
-        fix="Add the model's template from its Hugging Face repo: `gguftpl patch FILE --from-hub REPO -o OUT.gguf`.",
+        fix="Add the model's templates: " + RULE_FIX,
     )
 )
 
@@ -39,7 +41,8 @@ def no_chat_template(ctx: FileContext) -> Iterator[Finding]:
         f"the file has {what} tokenizer.chat_template: runtimes fall back to a built-in format "
         "(usually ChatML) and drop tools",
         key="tokenizer.chat_template",
-        fix=ctx.hub_fix("default"),
+        fix=ctx.tools_fix() or ctx.hub_fix("default"),
+        verdict=TOOLS_NEVER_REACH,
     )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Rule, Severity, check, register
+from gguftpl.repair import RULE_FIX, TOOLS_NEVER_REACH
 from gguftpl.rules.context import FileContext
 from gguftpl.templates import probes
 from gguftpl.templates.facts import EVIDENCE_MAX, around, trim
@@ -30,8 +31,7 @@ TOOLS_NOT_RENDERED = register(
         "calling them or hallucinates a result, and nothing in the runtime says why.",
         example="Plain ChatML `{% for message in messages %}<|im_start|>…{% endfor %}` in a model trained "
         "for tool calls (Hermes-2-Pro GGUFs).",
-        fix="Install the upstream tool-capable template: `gguftpl patch FILE --from-hub REPO -o FIXED.gguf`, "
-        "or `gguftpl patch FILE --template tool_use=PATH -o FIXED.gguf`.",
+        fix=RULE_FIX,
     )
 )
 
@@ -63,10 +63,11 @@ def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         how.append("the AST has a path from `tools` to the output that the probe did not take")
     message = "tool schemas never reach the prompt: " + "; ".join(how)
     severity: Severity | None = None
-    fix: str | None = ctx.hub_fix("tool_use")
+    fix: str | None = ctx.tools_fix() or ctx.hub_fix("tool_use")
+    verdict: str | None = TOOLS_NEVER_REACH
     if t.name != "default" and "tool" not in t.name:
         message = f"named template '{t.name}' does not render tools (a problem only if used for tool calls)"
-        severity, fix = Severity.INFO, None
+        severity, fix, verdict = Severity.INFO, None, None
     yield ctx.finding(
         TOOLS_NOT_RENDERED,
         message,
@@ -77,7 +78,13 @@ def tools_not_rendered(t: TemplateFacts, ctx: FileContext) -> Iterator[Finding]:
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
         engine=t.tools_engine,
+        **_verdict(verdict),
     )
+
+
+def _verdict(verdict: str | None) -> dict[str, Any]:
+    """``verdict=…`` for a finding that says the tools never reach the prompt (``gguftpl.repair``)."""
+    return {"verdict": verdict} if verdict else {}
 
 
 TOOLS_PARTIALLY_RENDERED = register(
@@ -213,13 +220,12 @@ def default_ignores_tools(t: TemplateFacts, ctx: FileContext) -> Iterator[Findin
         else f"the default template ignores tools while '{capable[0]}' renders them, which llama.cpp never reads: "
     )
     where = " and ".join(names) if names else "runtimes that read only the default"
-    fix = f"gguftpl patch {ctx.quoted()} --tools-in-default -o FIXED.gguf" if view.tool_use_renders else None
     yield ctx.finding(
         DEFAULT_IGNORES_TOOLS,
         head + f"{where} drop the tools",
         t,
         evidence=_runtime_evidence(ctx) + "\n\n" + trim(t.tools_prompt()),
-        fix=fix or f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
+        fix=ctx.tools_fix() or f"gguftpl patch {ctx.quoted()} --template default=PATH -o FIXED.gguf",
         tools_in_prompt=t.tools_in_prompt,
         tools_static=t.tools_static,
         runtimes_dropping_tools=[r.name for r in view.dropping()],

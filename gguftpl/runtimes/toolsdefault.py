@@ -97,6 +97,20 @@ class Rendered:
     def shown(self) -> str:
         return self.prompt if self.prompt is not None else f"(fails: {self.error})"
 
+    def failure(self) -> str | None:
+        """The failure without where it happened (None when it rendered): the same exception raised by the old
+        template and by the new default, whose line and column move with its place in it, is one failure."""
+        if self.prompt is not None:
+            return None
+        text = _POSITION.sub("", self.error)
+        lines = [ln for ln in text.splitlines() if not _EXCERPT.match(ln)]
+        return "\n".join(ln.rstrip() for ln in lines).strip()
+
+
+_POSITION = re.compile(r"\s*(?:\(template line \d+\)|at line \d+, column \d+|\(in <string>:\d+\)|line \d+)")
+_EXCERPT = re.compile(r"^\s*(?:\.\.\..*|\^+)\s*$")
+"""llama.cpp's error shows the source around the failure (``...e['role'] == 'tool' %}…``) and a caret under it."""
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -110,7 +124,16 @@ class Comparison:
 
     @property
     def same(self) -> bool:
-        return self.expected == self.got
+        """The same prompt, or the same failure (the original raises there too, with the same error)."""
+        if self.expected == self.got:
+            return True
+        failed = self.expected.failure()
+        return failed is not None and failed == self.got.failure()
+
+    @property
+    def both_fail(self) -> bool:
+        """The original fails on this conversation too (with another error)."""
+        return self.expected.prompt is None and self.got.prompt is None
 
     def diff(self, max_lines: int = 40) -> list[str]:
         lines = list(
@@ -158,7 +181,16 @@ class ToolsDefaultProof:
         for engine in dict.fromkeys(c.engine for c in self.comparisons):
             these = [c for c in self.comparisons if c.engine == engine]
             lines.append(f"  {engine}: {sum(c.same for c in these)} of {len(these)} prompts identical")
-            lines += [f"    DIFFERS: {c.probe} (vs {c.expected_from})" for c in these if not c.same]
+            lines += [
+                f"    SAME FAILURE: {c.probe}: the original fails on it too, with the same error"
+                for c in these
+                if c.same and c.both_fail
+            ]
+            lines += [
+                f"    DIFFERS: {c.probe} (vs {c.expected_from}" + ("; the original fails too)" if c.both_fail else ")")
+                for c in these
+                if not c.same
+            ]
         lines += [f"  {s}: not run" for s in self.skipped]
         for c in self.differences:
             lines += [
@@ -269,6 +301,11 @@ class ToolsDefault:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+class NoToolUseError(PatchError):
+    """There is no tool_use template to carry into the default (the caller knows where the templates came from,
+    and says so)."""
+
+
 def tools_in_default(
     path: str,
     templates: Mapping[str, str],
@@ -284,7 +321,7 @@ def tools_in_default(
     if default is None:
         raise PatchError(f"{path} has no default template to carry the tools into")
     if tool_use is None:
-        raise PatchError(
+        raise NoToolUseError(
             f"{path} has no tool_use template to carry into the default: bring upstream's with --from-hub REPO "
             "or --from-catalog and --tools-in-default together"
         )
@@ -316,8 +353,17 @@ def _renders_tools(text: str, name: str, bos: str, eos: str) -> bool:
 def refuse_unless_accepted(result: ToolsDefault, accept: bool) -> None:
     if result.proof.ok or accept:
         return
-    n = len(result.proof.differences)
+    differences = result.proof.differences
+    n = len(differences)
+    both = [c for c in differences if c.both_fail]
+    also = ""
+    if both:
+        names = ", ".join(dict.fromkeys(f"'{c.probe}'" for c in both))
+        also = (
+            f"; on {len(both)} of them ({names}) the original fails too, with another error: "
+            f"{both[0].expected.error.splitlines()[0][:160]!r} vs {both[0].got.error.splitlines()[0][:160]!r}"
+        )
     raise PatchError(
         f"{n} probe prompt{'s' if n != 1 else ''} of the new default differ{'s' if n == 1 else ''} from the "
-        "originals (shown above); nothing written. Accept them with --accept-differences"
+        f"originals (shown above){also}; nothing written. Accept them with --accept-differences"
     )

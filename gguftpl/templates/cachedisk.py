@@ -88,12 +88,15 @@ class CacheFolder:
     """One user's cache folder, checked once when opened; ``warning`` says why it is not used (then every read
     is a miss and nothing is written)."""
 
-    def __init__(self, root: Path, *, cap: int | None = None) -> None:
+    def __init__(self, root: Path, *, cap: int | None = None, create: bool = True) -> None:
         self.root = root
         self.cap = size_cap() if cap is None else cap
         self.warning: str | None = None
         self._secret = b""
         self._total: int | None = None
+        self._create = create
+        if not create and not os.path.lexists(root):  # `gguftpl cache info` on a fresh machine makes nothing
+            return
         try:
             self._open()
         except OSError as exc:
@@ -101,10 +104,12 @@ class CacheFolder:
 
     @property
     def usable(self) -> bool:
-        return self.warning is None
+        """Trusted and holding its secret (one opened with ``create=False`` before any audit has none)."""
+        return self.warning is None and len(self._secret) == 32
 
     def _open(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self._create:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = os.lstat(self.root)
         why = None if stat.S_ISDIR(st.st_mode) else f"cache folder {self.root} is a symlink"
         why = why or untrusted(st, f"cache folder {self.root}")
@@ -117,6 +122,8 @@ class CacheFolder:
 
     def _load_secret(self) -> tuple[bytes, str | None]:
         path = self.root / SECRET
+        if not os.path.lexists(path) and not self._create:
+            return b"", None
         if not os.path.lexists(path):  # written whole, then linked: a concurrent audit never reads half of it
             tmp = self.root / f".{SECRET}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -287,17 +294,59 @@ class CacheFolder:
         return removed
 
     def info(self) -> CacheInfo:
-        found = self.entries() if self.root.is_dir() else []
+        found = self.entries() if self.root.is_dir() and not self.root.is_symlink() else []
         return CacheInfo(str(self.root), len(found), sum(s for _, s, _ in found), self.cap, self.warning or "yes")
 
     def clear(self) -> int:
-        """Remove every entry (the secret stays); the number removed."""
-        removed = 0
-        for _, _, path in self.entries():
-            try:
-                os.unlink(path)
-                removed += 1
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    raise
+        """Remove every entry of ours and the secret (the next audit makes a new one, so whatever was tagged
+        with the old one is void); the number of entries removed. The walk holds each folder open and never
+        follows a symlink, so a folder swapped for a link by someone else while it runs removes nothing outside
+        the cache."""
+        try:
+            top = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return 0
+        try:
+            removed = _clear_under(top, depth=2)
+            _unlink_ours(SECRET, top)
+        finally:
+            os.close(top)
+        self._total = 0
         return removed
+
+
+def _unlink_ours(name: str, folder: int) -> bool:
+    """Unlink ``name`` in the open folder ``folder`` when it is a regular file of ours (a FIFO, a link or another
+    user's file is left: it is never read)."""
+    try:
+        st = os.lstat(name, dir_fd=folder)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _clear_under(folder: int, depth: int) -> int:
+    """Remove the entries (``*.json`` and leftover ``.*.tmp``) under the open folder, ``depth`` levels down
+    (``kind/xx/``), then the folders left empty."""
+    removed = 0
+    for name in os.listdir(folder):
+        if depth == 0:
+            if name.endswith((".json", ".tmp")) and _unlink_ours(name, folder) and name.endswith(".json"):
+                removed += 1
+            continue
+        try:
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except OSError as exc:  # a file (the secret), a symlink, gone: not a folder of entries
+            if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENOENT):
+                continue
+            raise
+        try:
+            removed += _clear_under(sub, depth - 1)
+        finally:
+            os.close(sub)
+        with contextlib.suppress(OSError):
+            os.rmdir(name, dir_fd=folder)
+    return removed

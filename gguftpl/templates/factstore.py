@@ -21,7 +21,8 @@ import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
-from gguftpl.templates.cachedisk import CacheFolder
+from gguftpl.errors import UsageError
+from gguftpl.templates.cachedisk import CacheFolder, CacheInfo
 from gguftpl.templates.facts import TemplateFacts
 
 FactsKey = tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
@@ -52,6 +53,10 @@ def cache_folder() -> Path | None:
     """The facts folder; None when there is no home to put it in (and no ``GGUFTPL_CACHE_DIR``)."""
     own = os.environ.get("GGUFTPL_CACHE_DIR")
     if own:
+        if not os.path.isabs(own):
+            # relative to where? a hook run from another folder would use another cache, and a cache inside a
+            # cloned repository comes with its author's secret and entries: refused, as XDG refuses relative paths
+            raise UsageError(f'GGUFTPL_CACHE_DIR={own!r} is a relative path; set an absolute one (e.g. "$PWD/{own}")')
         return Path(own) / "facts"
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
@@ -72,9 +77,42 @@ def warn_once(message: str) -> None:
         print(f"gguftpl: warning: {message}", file=sys.stderr, flush=True)
 
 
+SOURCE_SUFFIXES = (".py", ".json", ".gotmpl", ".go", ".mod", ".mjs", ".js", ".jinja")
+"""The files of gguftpl that make its behaviour (compiled caches, installed engines and the like excluded)."""
+
+
+def source_digest(root: Path, suffixes: tuple[str, ...] | None = SOURCE_SUFFIXES) -> str:
+    """sha256 over the relative name and content of every source file under ``root`` (every file with
+    ``suffixes=None``): the same sources give
+    the same digest after a rebuilt venv, a fresh checkout or a ``touch`` (no mtimes)."""
+    h = hashlib.sha256()
+    stack = [root]
+    found: list[tuple[str, str]] = []
+    while stack:
+        folder = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in ("__pycache__", "node_modules") and not entry.name.startswith("."):
+                        stack.append(Path(entry.path))
+                elif (suffixes is None or entry.name.endswith(suffixes)) and entry.is_file():
+                    found.append((os.path.relpath(entry.path, root), entry.path))
+    for rel, path in sorted(found):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # os-level reads: a third of open()'s cost per file
+        try:
+            data = os.read(fd, os.fstat(fd).st_size + 1)
+        finally:
+            os.close(fd)
+        h.update(f"{rel}\0{len(data)}\0".encode("utf-8", "surrogateescape"))
+        h.update(data)
+    return h.hexdigest()
+
+
 def _package_identity(name: str) -> str:
-    """``name``'s installed version and its files' size and mtime, found without importing it (an import
-    costs what this cache is there to save)."""
+    """``name``'s installed version and a digest of its content, found without importing it (an import costs
+    what this cache is there to save). gguftpl: its version and the digest of its sources. A dependency: the
+    version and the ``RECORD`` of its dist-info (the sha256 of every installed file, written by the installer),
+    else the digest of its package folder's sources."""
     import importlib.util
 
     try:
@@ -84,23 +122,25 @@ def _package_identity(name: str) -> str:
     if spec is None or not spec.origin:
         return f"{name}=absent"
     folder = Path(spec.origin).parent
-    parts = [name]
     try:
-        parts += sorted(p.name for p in folder.parent.glob(f"{name}-*.dist-info"))
-        for path in sorted(folder.rglob("*")) if name == "gguftpl" else [Path(spec.origin)]:
-            if path.suffix in (".py", ".so", ".json") or path == Path(spec.origin):
-                st = path.stat()
-                parts.append(f"{path.relative_to(folder.parent)}:{st.st_size}:{st.st_mtime_ns}")
+        if name == "gguftpl":  # the digest covers __init__.py, where the version is written (no upward import)
+            return f"gguftpl=src:{source_digest(folder)}"
+        infos = sorted(folder.parent.glob(f"{name}-*.dist-info"))
+        record = infos[-1] / "RECORD" if infos else None
+        if record is not None and record.is_file():
+            digest = hashlib.sha256(record.read_bytes()).hexdigest()
+            return f"{name}={infos[-1].name}:{digest}"
+        return f"{name}=unpackaged:{source_digest(folder, ('.py', '.so', '.pyd'))}"
     except OSError:
         return f"{name}=unreadable"
-    return "\n".join(parts)
 
 
 _CODE: str | None = None
 
 
 def code_identity() -> str:
-    """sha256 over gguftpl's own files and the identities of jinja2 and xllamacpp."""
+    """sha256 over gguftpl's own sources and version, and the identities of jinja2 and xllamacpp: content, never
+    mtimes, so a CI job that rebuilds its venv and keeps its cache still hits."""
     global _CODE
     if _CODE is None:
         ids = [_package_identity(n) for n in ("gguftpl", "jinja2", "xllamacpp")]
@@ -228,3 +268,18 @@ def open_store(*, read_disk: bool = True) -> FactsStore:
     if store.warning:
         warn_once(store.warning)
     return store
+
+
+def cache_info() -> CacheInfo | None:
+    """What ``gguftpl cache info`` shows: the facts folder, its entries, their size, the cap and whether the
+    folder is trusted; None without a home (and without ``GGUFTPL_CACHE_DIR``). Creates nothing."""
+    folder = cache_folder()
+    return None if folder is None else CacheFolder(folder, create=False).info()
+
+
+def cache_clear() -> tuple[str, int] | None:
+    """Empty the facts folder (``gguftpl cache clear``): (the folder, the entries removed), None without a home."""
+    folder = cache_folder()
+    if folder is None:
+        return None
+    return str(folder), CacheFolder(folder, create=False).clear()

@@ -153,6 +153,10 @@ class Catalog:
     entries: list[CatalogEntry]
     families: list[Any] = field(default_factory=list)
     """:class:`gguftpl.upstream.fingerprint.TokenizerFamily` records (``tokenizers.json``)."""
+    tool_facts: dict[str, tuple[bool, tuple[str, ...]]] = field(default_factory=dict)
+    """Template sha256 -> (its AST puts the tool schemas in the prompt, the control markers it writes), measured
+    once for every catalog template (``tool_templates.json``, checked by ``tests/test_upstream_catalog.py``): the
+    repair of a file (``gguftpl.repair``) needs no Jinja parser for them."""
 
     def by_family(self, family: str) -> list[CatalogEntry]:
         return [e for e in self.entries if e.family and e.family == family]
@@ -225,13 +229,42 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
         raise HubError(f"catalog index {root / 'index.json'} is malformed: {exc!r}") from None
     from gguftpl.upstream.fingerprint import load_families
 
-    cat = Catalog(root, entries, load_families(root))
+    cat = Catalog(root, entries, load_families(root), _load_tool_facts(root))
     _CACHE[root] = cat
     return cat
 
 
-def catalog_upstream(repo_id: str | None = None, *, tset: Any = None) -> Any:
-    """``--from-catalog [ID]``: the catalog entry as an UpstreamConfig; without ID, discover it."""
+TOOL_FACTS_FILE = "tool_templates.json"
+
+
+def _load_tool_facts(root: Path) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """``tool_templates.json`` beside the index (absent or malformed: none, and the repair parses the templates)."""
+    try:
+        data = json.loads((root / TOOL_FACTS_FILE).read_text(encoding="utf-8"))
+        out = {}
+        for sha, t in data["templates"].items():
+            renders, markers = t["renders_tools"], t["markers"]
+            if isinstance(renders, bool) and isinstance(markers, list) and all(isinstance(m, str) for m in markers):
+                out[sha] = (renders, tuple(markers))
+        return out
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def measure_tool_facts(text: str) -> tuple[bool, tuple[str, ...]]:
+    """(the template's AST puts the tool schemas in the prompt, the control markers it writes): what
+    ``tool_templates.json`` records. Parsing runs no template code."""
+    from gguftpl.gguf.tokens import control_markers
+    from gguftpl.templates import static
+
+    ast = static.parse_template(text)
+    return bool(static.data_flow(ast, text, "tools").rendered), tuple(control_markers(static.literal_text(ast)))
+
+
+def catalog_upstream(repo_id: str | None = None, *, tset: Any = None, accept_family: bool = True) -> Any:
+    """``--from-catalog [ID]``: the catalog entry as an UpstreamConfig; without ID, discover it. With ``tset``
+    the first warning says what matched (:func:`relate`); a named entry that is a neighbour whose vocabulary or
+    special tokens differ from the GGUF's is refused unless ``accept_family``."""
     cat = load_catalog()
     if repo_id is None:
         if tset is None:
@@ -241,13 +274,101 @@ def catalog_upstream(repo_id: str | None = None, *, tset: Any = None) -> Any:
             raise HubError(f"no catalog entry matches this GGUF ({how}); name one: --from-catalog ORG/NAME")
         cfg = entry.to_upstream()
         family = f" (the {entry.family} family's templates)" if entry.family else ""
-        cfg.warnings.insert(0, f"catalog entry {entry.repo_id}{family} chosen by {how}")
+        kind = _kind_of(how)
+        cfg.warnings.insert(0, f"catalog entry {entry.repo_id}{family} chosen by {how}: {kind}")
         return cfg
     entry = cat.get(repo_id)
     if entry is None:
         known = ", ".join(e.repo_id for e in cat.entries)
         raise HubError(f"{repo_id} is not in the bundled catalog (known: {known})")
-    return entry.to_upstream()
+    cfg = entry.to_upstream()
+    if tset is not None:
+        rel = relate(tset, entry, cat)
+        if rel.kind == NEIGHBOUR and rel.differs and not accept_family:
+            raise HubError(
+                f"refusing --from-catalog {entry.repo_id}: a neighbour, not this GGUF's upstream ({rel.how}), and "
+                f"{'; '.join(rel.differs)}; --accept-family applies its templates anyway"
+            )
+        cfg.warnings.insert(0, rel.text())
+    return cfg
+
+
+EXACT_UPSTREAM = "exact upstream"
+SAME_FAMILY = "same family"
+NEIGHBOUR = "neighbour"
+
+
+def _kind_of(how: str) -> str:
+    """What a match says: the file's own upstream (a template of it or its name) or a family's entry."""
+    return SAME_FAMILY if ("tokenizer" in how or "family's catalog entry" in how) else EXACT_UPSTREAM
+
+
+@dataclass(frozen=True)
+class Relation:
+    """How a catalog entry relates to a GGUF: ``exact upstream``, ``same family`` or ``neighbour``."""
+
+    entry: CatalogEntry
+    kind: str
+    how: str
+    """What matched (or what the GGUF matches instead)."""
+    differs: tuple[str, ...] = ()
+    """For a neighbour: how its vocabulary or special tokens differ from the GGUF's (empty: none shown)."""
+
+    def text(self) -> str:
+        if self.kind != NEIGHBOUR:
+            return f"catalog entry {self.entry.repo_id}: {self.kind} ({self.how})"
+        if self.differs:
+            differs = "; ".join(self.differs)
+            return f"catalog entry {self.entry.repo_id}: a neighbour ({self.how}), applied as asked: {differs}"
+        return (
+            f"catalog entry {self.entry.repo_id}: a neighbour, not this GGUF's upstream ({self.how}); its "
+            "templates' markers are tokens of this vocabulary, and no tokenizer fingerprint tells them apart"
+        )
+
+
+def relate(tset: Any, entry: CatalogEntry, catalog: Catalog) -> Relation:
+    """What ``entry`` is to the GGUF of ``tset``: the entry the GGUF matches (by template, name or tokenizer), or
+    a neighbour; for a neighbour, what shows its vocabulary or special tokens differ: the GGUF's tokenizer is
+    another family's, or the markers its templates write are not tokens of the GGUF's vocabulary."""
+    matched, how = match_catalog(tset, catalog)
+    if matched is not None and matched.repo_id == entry.repo_id:
+        return Relation(entry, _kind_of(how), how)
+    found = f"this GGUF matches {matched.repo_id}: {how}" if matched is not None else how
+    differs: list[str] = []
+    family = _file_family(tset, catalog)
+    if family is not None and family != entry.family:
+        theirs = f"the {entry.family} family's" if entry.family else "of no fingerprinted family"
+        differs.append(f"this GGUF's tokenizer is the {family} family's, {entry.repo_id}'s is {theirs}")
+    missing = _missing_markers(tset, entry)
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:4])
+        differs.append(f"its templates write {shown}, not a token of this GGUF's vocabulary")
+    return Relation(entry, NEIGHBOUR, found, tuple(differs))
+
+
+def _file_family(tset: Any, catalog: Catalog) -> str | None:
+    from gguftpl.upstream.fingerprint import could_match, fingerprint, match_family
+
+    if not could_match(tset, catalog.families):
+        return None
+    family, _ = match_family(fingerprint(tset), catalog.families)
+    return family.family if family is not None else None
+
+
+def _missing_markers(tset: Any, entry: CatalogEntry) -> list[str]:
+    """Control-shaped markers (``<|…|>``) the entry's templates write that are not tokens of the vocabulary."""
+    if not getattr(tset, "has_vocab", False):
+        return []
+    from gguftpl.gguf.tokens import control_markers
+    from gguftpl.templates import static
+
+    texts: list[str] = []
+    for name in entry.templates:
+        try:
+            texts += static.literal_text(static.parse_template(entry.text(name)))
+        except Exception:  # noqa: S112 - a catalog template that does not parse writes nothing
+            continue
+    return [m for m in control_markers(texts) if tset.token_id(m) is None]
 
 
 def fallback_entry(repo_id: str, revision: str | None) -> Any:

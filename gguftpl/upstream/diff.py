@@ -20,7 +20,7 @@ import difflib
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.upstream.config import UpstreamConfig
@@ -123,6 +123,11 @@ class DiffResult:
     tokens_compared: bool
     behaviour: list[BehaviourDiff]
     ignore_whitespace: bool = False
+    repair: Any = None
+    """The file's one repair of its tool calling (:class:`gguftpl.repair.Repair`), with this upstream as its
+    source; None when the file was not audited (:func:`diff_templateset` alone)."""
+    runtimes: Any = None
+    """The file's runtime view (:mod:`gguftpl.runtimes.view`) the repair was computed from."""
 
     @property
     def template_differences(self) -> list[TemplateDiff]:
@@ -160,6 +165,7 @@ class DiffResult:
                 "differences": [t.to_dict() for t in self.tokens],
             },
             "behaviour": [b.to_dict() for b in self.behaviour],
+            "repair": self.repair.to_dict() if self.repair is not None else None,
             "summary": {
                 "template_differences": len(self.template_differences),
                 "token_differences": len(self.token_differences),
@@ -348,7 +354,7 @@ def diff(
         tset = load_templateset(header)
         tset.path = label
         up = resolve_upstream(tset, source or UpstreamSource())
-        return diff_templateset(
+        result = diff_templateset(
             tset,
             up.config,
             how_found=up.how,
@@ -356,6 +362,27 @@ def diff(
             behaviour=options.behaviour,
             context=options.context,
         )
+        view, repair = _repair(header, label, tset, up.config, up.how)
+        return replace(result, repair=repair, runtimes=view)
+
+
+def _repair(header: Any, label: str, tset: Any, config: Any, how: str) -> tuple[Any, Any]:
+    """The file's one repair (:mod:`gguftpl.repair`), from its runtime view (its audit, template facts cached on
+    disk) with the upstream this diff compared against as the source; None when the file cannot be audited."""
+    from gguftpl.audit import AuditOptions, audit_header
+    from gguftpl.auditcache import AnalysisCache
+    from gguftpl.repair import file_repair, upstream_from_config
+
+    fa = audit_header(header, label, AuditOptions(select=("GT7",)), cache=AnalysisCache.on_disk())
+    if fa.runtimes is None:
+        return None, None
+    return fa.runtimes, file_repair(
+        label,
+        fa.runtimes,
+        upstream_from_config(config, how),
+        token_id=tset.token_id if tset.has_vocab else None,
+        has_templates=bool(tset.templates),
+    )
 
 
 def diff_templateset(
@@ -402,7 +429,9 @@ def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
     where = file or result.file
     up = result.upstream
     src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
-    fix = f"gguftpl patch {where} {src} {up.repo_id} -o PATCHED.gguf" if up.repo_id else None
+    fix = f"gguftpl patch {where} {src} {up.repo_id} -o FIXED.gguf" if up.repo_id else None
+    if result.repair is not None and result.repair.needed:
+        fix = result.repair.text()  # the file's one repair, what audit and verify print
     out = []
     for t in result.templates:
         loc = Location(where, key=template_key(t.name))

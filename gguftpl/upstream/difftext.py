@@ -43,9 +43,15 @@ def diff_text(result: DiffResult) -> str:
         lines += ["", "Behaviour (the same probe conversations rendered with each side's runtime template)"]
         lines += _behaviour_lines(result)
     lines.append("")
-    if result.lost_templates and up.repo_id:
+    repair = result.repair
+    if repair is not None and repair.needed:
+        from gguftpl.repair import verdict_line
+
+        lines += ["", f"verdict: {verdict_line(result.runtimes)}"] if result.runtimes is not None else [""]
+        lines += [f"fix: {repair.text()}"]
+    elif repair is None and result.lost_templates and up.repo_id:
         src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
-        lines += ["", f"fix: gguftpl patch {result.file} {src} {up.repo_id} -o PATCHED.gguf"]
+        lines += ["", f"fix: gguftpl patch {result.file} {src} {up.repo_id} -o FIXED.gguf"]
     n_t, n_k, n_b = len(result.template_differences), len(result.token_differences), len(result.behaviour_differences)
     if result.identical:
         lines.append("identical to upstream")

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from gguftpl import hubenv, limits
-from gguftpl.errors import HubError
+from gguftpl.errors import HubError, HubUnreachableError
 from gguftpl.gguf.httpsource import failed_host
 from gguftpl.remotebounds import RemoteLimitError, run_bounded
 from gguftpl.safeio import read_bytes_bounded
@@ -84,7 +84,7 @@ def fetch_upstream(
                     f"{repo_id} at revision {cfg.commit_sha} instead",
                 )
                 return cfg
-        raise HubError(str(exc)) from None
+        raise HubUnreachableError(str(exc)) from None
 
 
 class _Unreachable(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gguftpl.errors import UsageError
+from gguftpl.errors import HubUnreachableError, UsageError
 
 if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
@@ -35,6 +35,9 @@ class UpstreamSource:
     """A bundled catalog entry ``ORG/NAME``, or ``"auto"`` for the one matching the GGUF."""
     fallback: bool = True
     """Fall back to the bundled catalog (loudly) when the Hub cannot be reached."""
+    accept_family: bool = True
+    """A named ``catalog`` entry that is a neighbour of the GGUF (not its upstream) whose vocabulary or special
+    tokens differ is refused unless True (``patch --accept-family``; ``diff`` compares with anything)."""
     labels: tuple[str, str, str] = ("--hub", "--upstream", "--catalog")
     """How the caller names ``repo``, ``folder`` and ``catalog`` in messages (CLI options by default)."""
 
@@ -68,19 +71,31 @@ def resolve_upstream(tset: TemplateSet, source: UpstreamSource) -> ResolvedUpstr
 
         if source.catalog == AUTO:
             return ResolvedUpstream(catalog_upstream(None, tset=tset), "bundled catalog (matched)")
-        return ResolvedUpstream(catalog_upstream(source.catalog), "bundled catalog")
+        return ResolvedUpstream(
+            catalog_upstream(source.catalog, tset=tset, accept_family=source.accept_family), "bundled catalog"
+        )
     from gguftpl.upstream.hub import fetch_upstream, parse_repo_ref
 
+    entry = None
     if source.repo:
         repo, rev = parse_repo_ref(source.repo)
         how = "--hub"
     else:
-        from gguftpl.upstream.discover import find_upstream_repo
+        from gguftpl.upstream.discover import discover_upstream
 
-        found, how = find_upstream_repo(tset)
-        if found is None:
-            raise UsageError(f"cannot tell which repo this GGUF came from ({how}); pass --hub ORG/NAME")
-        repo, rev = found, None
-        how = f"discovered {how}"
-    config = fetch_upstream(repo, source.revision or rev, catalog_fallback=source.fallback)
+        found = discover_upstream(tset)
+        if found.repo is None:
+            raise UsageError(f"cannot tell which repo this GGUF came from ({found.how}); pass --hub ORG/NAME")
+        repo, rev, entry = found.repo, None, found.entry
+        how = f"discovered {found.how}"
+    try:
+        config = fetch_upstream(repo, source.revision or rev, catalog_fallback=source.fallback)
+    except HubUnreachableError as exc:
+        if entry is None or not source.fallback or source.revision:
+            raise
+        # the catalog chose this repo: its bundled entry is what the file was matched against, so compare with
+        # it rather than stop for want of the Hub (and say so)
+        config = entry.to_upstream()
+        config.warnings.insert(0, f"the Hub could not be reached ({exc}); compared with the bundled catalog entry")
+        how = f"{how}; compared with that entry, the Hub being unreachable"
     return ResolvedUpstream(config, how)

@@ -56,7 +56,8 @@ class LiveOptions:
     """The user's message with the user's own tools (``--ask``); None: the canary tool and :func:`canary_ask`."""
     max_tokens: int = DEFAULT_MAX_TOKENS
     timeout: float = DEFAULT_TIMEOUT
-    """Seconds one generation may take; past it the child is ended with the session."""
+    """Seconds the whole live stage may take: the answer, the ``tool_choice=required`` retry and the second turn
+    share them (each generation gets what is left); past it the child is ended with the session."""
     try_required: bool = True
     """Ask again with ``tool_choice=required`` when the answer holds no parsed call."""
     threads: int | None = None
@@ -96,8 +97,10 @@ def generate(
     tools: list[dict[str, Any]] | None,
     options: LiveOptions,
     tool_choice: str | None = None,
+    timeout: float | None = None,
 ) -> Generation:
-    """The model's answer at temperature 0, at most ``max_tokens`` long and ``timeout`` seconds late."""
+    """The model's answer at temperature 0, at most ``max_tokens`` long and ``timeout`` seconds late (default:
+    ``options.timeout``)."""
     body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": options.max_tokens, "seed": 0}
     if tools:
         body["tools"] = tools
@@ -109,7 +112,7 @@ def generate(
     try:
         # only a child can be left behind when the time is up: in this process the wait is llama.cpp's
         if isinstance(s, ChildSession):
-            res = s.chat_completion(body, timeout=options.timeout)
+            res = s.chat_completion(body, timeout=options.timeout if timeout is None else timeout)
         else:
             res = s.chat_completion(body)
     except LlamaCppError as exc:
@@ -159,21 +162,54 @@ def live_stage(
         ask = options.ask
     names = [str((t.get("function") or {}).get("name") or "") for t in tools]
     messages: list[Message] = [{"role": "user", "content": ask}]
-    say(f"live: the model answers {ask!r} (at most {options.max_tokens} tokens, {options.timeout:g} s)…")
-    gen = generate(s, messages, tools, options)
+    budget = Budget(options.timeout)
+    say(f"live: {budget.describe(options.try_required, dispatch is not None)}")
+    say(f"live: the model answers {ask!r} (at most {options.max_tokens} tokens)…")
+    gen = generate(s, messages, tools, options, timeout=budget.left())
     judged = judge(gen, names)
     say(f"live: {_done(gen)}: {judged.outcome}")
-    data: dict[str, Any] = {"ask": ask, "tools": names, "generation": gen.to_dict()}
+    data: dict[str, Any] = {"ask": ask, "tools": names, "generation": gen.to_dict(), "budget_s": options.timeout}
     data["tools_in_prompt"] = _tools_in_prompt(s, messages, tools, names)
-    evidence = _evidence(s, gen, judged, data, dispatch, messages, tools, options, say)
+    evidence = _evidence(s, gen, judged, data, dispatch, messages, tools, options, say, budget)
     if judged.outcome not in (PARSED_CALL, NO_ANSWER) and options.try_required:
-        say("live: asking again with tool_choice=required…")
-        evidence += "\n" + _required(s, messages, tools, names, options, judged, data)
+        if budget.spent():
+            data["tool_choice_required"] = {"skipped": budget.spent_text()}
+            evidence += f"\nnot asked again with tool_choice=required: {budget.spent_text()}"
+        else:
+            say(f"live: asking again with tool_choice=required ({budget.left():.0f} s of the budget left)…")
+            evidence += "\n" + _required(s, messages, tools, names, options, judged, data, budget)
     summary = {"outcome": judged.outcome, "model_output": gen.text}
     if judged.found is not None:
         summary["call_shape"] = judged.found.shape
     data.update(summary)
     return Stage(STAGE_LIVE, PASS if judged.outcome == PARSED_CALL else FAIL, evidence, data, summary=summary)
+
+
+MIN_LEFT = 1.0
+"""Seconds of the budget below which no further generation is started."""
+
+
+class Budget:
+    """One time budget for the whole live stage, stated up front: every generation gets what is left of it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._start = time.perf_counter()
+
+    def left(self) -> float:
+        return max(0.0, self.seconds - (time.perf_counter() - self._start))
+
+    def spent(self) -> bool:
+        return self.left() < MIN_LEFT
+
+    def spent_text(self) -> str:
+        used = time.perf_counter() - self._start
+        return f"the live stage's {self.seconds:g} s budget is used up ({used:.1f} s so far)"
+
+    def describe(self, retry: bool, second_turn: bool) -> str:
+        parts = ["the answer", *(["a tool_choice=required retry"] if retry else [])]
+        parts += ["the second turn"] if second_turn else []
+        return f"one time budget of {self.seconds:g} s for the whole live stage ({', '.join(parts)} share it)"
 
 
 def _done(gen: Generation) -> str:
@@ -200,15 +236,22 @@ def _evidence(
     tools: list[dict[str, Any]],
     options: LiveOptions,
     say: Progress,
+    budget: Budget | None = None,
 ) -> str:
     said = f"the model's answer ({_done(gen)}): {_quote(gen.text)}"
     if judged.outcome == NO_ANSWER:
-        return f"no answer from the model (time limit {options.timeout:g} s, {options.max_tokens} tokens): {gen.error}"
+        return (
+            f"no answer from the model (the live stage's budget {options.timeout:g} s, {options.max_tokens} tokens): "
+            f"{gen.error}"
+        )
     if judged.outcome == PARSED_CALL:
         call = gen.calls[0].get("function") or {}
         text = f"the model called {call.get('name')}({call.get('arguments')}) and llama.cpp parsed it into tool_calls"
-        if dispatch is not None:
-            text += "\n" + _second_turn(s, gen, dispatch, messages, tools, options, data, say)
+        if dispatch is not None and budget is not None and budget.spent():
+            text += f"\nnot dispatched: {budget.spent_text()}"
+        elif dispatch is not None:
+            left = budget.left() if budget is not None else None
+            text += "\n" + _second_turn(s, gen, dispatch, messages, tools, options, data, say, left)
         return text
     cut = " (cut at max tokens)" if gen.finish_reason == "length" else ""
     if judged.outcome == UNPARSED_CALL:
@@ -257,8 +300,10 @@ def _required(
     options: LiveOptions,
     before: Judged,
     data: dict[str, Any],
+    budget: Budget | None = None,
 ) -> str:
-    gen = generate(s, messages, tools, options, tool_choice="required")
+    left = budget.left() if budget is not None else None
+    gen = generate(s, messages, tools, options, tool_choice="required", timeout=left)
     judged = judge(gen, names)
     data["tool_choice_required"] = {"outcome": judged.outcome, "model_output": gen.text, "generation": gen.to_dict()}
     if judged.outcome == PARSED_CALL:
@@ -286,8 +331,10 @@ def _second_turn(
     options: LiveOptions,
     data: dict[str, Any],
     say: Progress,
+    left: float | None = None,
 ) -> str:
-    """Run the parsed call, hand its result back, and see whether the final answer uses it."""
+    """Run the parsed call, hand its result back, and see whether the final answer uses it (in the ``left``
+    seconds of the live stage's budget)."""
     call = gen.calls[0]
     fn = call.get("function") or {}
     name = str(fn.get("name") or "")
@@ -309,7 +356,7 @@ def _second_turn(
         {"role": "tool", "tool_call_id": call_id, "name": name, "content": text},
     ]
     say("live: the model answers with the tool result…")
-    final = generate(s, turn, tools, options)
+    final = generate(s, turn, tools, options, timeout=left)
     uses = _uses_result(text, final.text)
     data["dispatch"] = {"result": text, "is_error": bool(getattr(result, "is_error", False))}
     data["final"] = {"generation": final.to_dict(), "uses_result": uses}

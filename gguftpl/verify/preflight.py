@@ -44,6 +44,20 @@ def incomplete(path: str) -> str | None:
     return f"{found[0].message} ({found[0].code} {found[0].name})" if found else None
 
 
+def not_chat(path: str) -> Any:
+    """The file's :class:`gguftpl.gguf.modelkind.ModelKind` when its model answers no chat request (an
+    embedding model, a reranker), else None: the five stages ask chat questions it has no answer to."""
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset
+
+    try:
+        with read_header(path) as header:
+            kind = load_templateset(header).kind
+    except GGUFTplError:
+        return None  # an unreadable file: the session reports it in its own words
+    return None if kind.generates else kind
+
+
 def render_bombs(
     path: str,
     messages: list[dict[str, Any]] | None = None,

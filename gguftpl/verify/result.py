@@ -23,7 +23,9 @@ RENDER_BOMB = "render-bomb"
 """``VerifyResult.template`` when a template was not run through llama.cpp: it would hang or crash it."""
 INCOMPLETE = "incomplete"
 """``VerifyResult.template`` when the file itself cannot load (tensor data past its end): nothing was run."""
-NOT_RUN = (REJECTED, RENDER_BOMB, INCOMPLETE)
+NOT_CHAT = "not-chat"
+"""``VerifyResult.template`` when the file's model answers no chat request (embedding, reranker): nothing was run."""
+NOT_RUN = (REJECTED, RENDER_BOMB, INCOMPLETE, NOT_CHAT)
 """``VerifyResult.template`` values that name no template: llama.cpp used none."""
 
 

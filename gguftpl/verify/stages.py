@@ -30,13 +30,16 @@ from gguftpl.engines.llamacpp_session import LlamaCppLoadError, LlamaCppSession,
 from gguftpl.errors import LlamaCppError
 from gguftpl.verify.calltext import CallText, arg_values, call_matches, call_text_from_template, parse_call
 from gguftpl.verify.compare import agreement_stage
-from gguftpl.verify.preflight import check_regular, incomplete, render_bombs
+from gguftpl.verify.preflight import check_regular, incomplete, not_chat, render_bombs
 from gguftpl.verify.result import (
     FAIL,
     INCOMPLETE,
+    NOT_CHAT,
     PASS,
     REJECTED,
     RENDER_BOMB,
+    SKIP,
+    STAGE_AGREEMENT,
     STAGE_CALL,
     STAGE_RESULT,
     STAGE_SCHEMA,
@@ -98,6 +101,16 @@ def verify_file(
             first = Stage(STAGE_SELECTION, FAIL, f"llama.cpp cannot load this file: {cut}", {"template": INCOMPLETE})
             stages = skipped_after(first, "the file is incomplete")
             return VerifyResult(path, stages, template=INCOMPLETE, load_weights=load_weights)
+        kind = not_chat(path)
+        if kind is not None:
+            first = Stage(
+                STAGE_SELECTION,
+                SKIP,
+                f"not a chat model: {kind.describe()}; llama.cpp serves its embeddings or scores, never a chat "
+                "request, so there is no tool calling to verify",
+                {"template": NOT_CHAT, "kind": kind.kind},
+            )
+            return VerifyResult(path, skipped_after(first, "not a chat model"), NOT_CHAT, load_weights=load_weights)
     run = ToolRun(_tool_specs(tools), dispatch, call, arguments, max_tool_share) if tools else None
     load_weights = load_weights or live is not None
     t0 = time.perf_counter()
@@ -233,12 +246,23 @@ def _verify(s: LlamaCppSession, path: str) -> VerifyResult:
     result = VerifyResult(path, [selection_stage(s, choice)], template=choice.name, standin=_standin_info(s))
     prompt, stage2 = schema_stage(s, msgs, tools)
     call = probes.tool_call()
-    stage3, ct = call_stage(s, msgs, tools, call)
+    stage3, ct = call_stage(s, msgs, tools, call, choice)
     round_trip = [*msgs, {"role": "assistant", "content": "" if not ct.content_none else None, "tool_calls": [call]}]
     round_trip.append(probes.tool_result_message())
     rt_prompt, stage4 = result_stage(s, round_trip, tools)
     requests = [("tools request", msgs, prompt), ("tool round trip", round_trip, rt_prompt)]
-    result.stages += [stage2, stage3, stage4, agreement_stage(s, choice.text, requests, tools)]
+    if choice.fallback:
+        # transformers has no template to render for such a file (apply_chat_template refuses): rendering
+        # llama.cpp's own ChatML there would compare llama.cpp with itself
+        stage5 = Stage(
+            STAGE_AGREEMENT,
+            SKIP,
+            "not compared: the file has no chat template, so transformers has none to render (it refuses the "
+            "request); llama.cpp's prompt is its built-in ChatML",
+        )
+    else:
+        stage5 = agreement_stage(s, choice.text, requests, tools)
+    result.stages += [stage2, stage3, stage4, stage5]
     return result
 
 
@@ -258,12 +282,19 @@ def selection_stage(s: LlamaCppSession, choice: TemplateChoice) -> Stage:
     caps_txt = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in sorted(caps.items()))
     data = {"template": choice.name, "sha256": sha256_text(choice.text), "caps": caps, "file_templates": names}
     if choice.fallback:
+        plain = _plain_text_markers(s, choice.text)
+        also = (
+            f"; its markers {', '.join(plain)} are not tokens of this file's vocabulary, so the fallback prompt "
+            "tokenises them as plain text"
+            if plain
+            else ""
+        )
         return Stage(
             STAGE_SELECTION,
             FAIL,
             "the file has no chat template: llama.cpp silently falls back to its built-in ChatML "
-            f"({len(choice.text)} bytes, sha256 {sha256_text(choice.text)[:12]}); capabilities: {caps_txt}",
-            {**data, "fallback_text": choice.text},
+            f"({len(choice.text)} bytes, sha256 {sha256_text(choice.text)[:12]}){also}; capabilities: {caps_txt}",
+            {**data, "fallback_text": choice.text, "markers_not_tokens": plain},
         )
     if s.chat_template is not None:
         src = "the --chat-template override"
@@ -272,6 +303,21 @@ def selection_stage(s: LlamaCppSession, choice: TemplateChoice) -> Stage:
     else:
         src = "tokenizer.chat_template" + ("; the file has no tool_use template" if "tool_use" not in names else "")
     return Stage(STAGE_SELECTION, PASS, f"llama.cpp uses {src}; capabilities: {caps_txt}", data)
+
+
+def _plain_text_markers(s: LlamaCppSession, text: str) -> list[str]:
+    """The control markers of ``text`` (the ChatML fallback's ``<|im_start|>``...) that llama.cpp's tokenizer of
+    this file does not read as one token: the model sees them as the characters ``<``, ``|``, ``im``..."""
+    from gguftpl.gguf.tokens import control_markers
+
+    out = []
+    for marker in control_markers([text]):
+        try:
+            if len(s.tokenize(marker, True)) != 1:
+                out.append(marker)
+        except LlamaCppError:
+            return []  # not asked: no claim either way
+    return out
 
 
 def schema_stage(s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]]) -> tuple[str | None, Stage]:
@@ -324,9 +370,14 @@ def result_stage(
 
 
 def call_stage(
-    s: LlamaCppSession, msgs: list[Message], tools: list[dict[str, Any]], call: dict[str, Any]
+    s: LlamaCppSession,
+    msgs: list[Message],
+    tools: list[dict[str, Any]],
+    call: dict[str, Any],
+    choice: TemplateChoice | None = None,
 ) -> tuple[Stage, CallText]:
-    """Stage 3: cut the call out of llama.cpp's render of history, prefill it, let llama.cpp parse it."""
+    """Stage 3: cut the call out of llama.cpp's render of history, prefill it, let llama.cpp parse it. When
+    llama.cpp writes no call, the stage says whether transformers does (the audit's GT206 shows that call)."""
     try:
         ct = call_text_from_template(s, msgs, tools, call)
     except LlamaCppError as exc:
@@ -336,6 +387,8 @@ def call_stage(
         data["call_id"] = ct.call_id
     unwritten = _unwritten_call(ct, call["function"], data)
     if unwritten is not None:
+        if data.get("call_written") is False and choice is not None and not choice.fallback and s.path:
+            _add_hf_call(unwritten, _hf_call_text(s.path, choice.name), s.caps)
         return unwritten, ct
     return _parsed_call(s, msgs, tools, ct, call, data), ct
 
@@ -354,6 +407,7 @@ def _unwritten_call(ct: CallText, fn: dict[str, Any], data: dict[str, Any]) -> S
             data,
         )
     if not call_written:
+        data["call_written"] = False
         shown = f"the turn renders as {ct.text!r}" if ct.text.strip() else f"inserted text: {ct.text!r}"
         return Stage(
             STAGE_CALL,
@@ -363,6 +417,37 @@ def _unwritten_call(ct: CallText, fn: dict[str, Any], data: dict[str, Any]) -> S
             data,
         )
     return None
+
+
+def _hf_call_text(path: str, template: str) -> str:
+    """How transformers writes the canary call with the file's template ``template`` (the audit's facts, which
+    GT206 quotes; cached on disk, so ``verify``'s runtime view reads the same), '' when it writes none. The
+    facts straight from the cache the audit loads them from: no audit (and no rules) run for one field, and
+    verify does not import the audit above it."""
+    from gguftpl.auditcache import AnalysisCache
+    from gguftpl.errors import GGUFTplError
+    from gguftpl.gguf.reader import read_header
+
+    try:
+        loaded, _ = AnalysisCache.on_disk().load(read_header(path), "hf")
+    except (GGUFTplError, OSError, ValueError):
+        return ""
+    t = next((t for t in loaded.facts.templates if t.name == template), None)
+    return t.call_text if t is not None and t.call is not None and t.call.rendered else ""
+
+
+def _add_hf_call(stage: Stage, hf_text: str, caps: Mapping[str, bool]) -> None:
+    """Stage 3 names whose render wrote no call: llama.cpp's, when transformers' render of the same template
+    writes one (never 'the template writes no text' while the audit shows the call it rendered)."""
+    if not hf_text:
+        return
+    stage.data["hf_call_text"] = hf_text
+    probe = "" if caps.get("supports_tool_calls", True) else " (its capability probe: supports_tool_calls=no)"
+    stage.evidence = (
+        f"llama.cpp's render of a history with a tool call holds no text for the call{probe}, though "
+        f"transformers (HF semantics) writes it with the same template as {excerpt(hf_text, -1, 0, 160)!r}: "
+        "the call format exists, but llama.cpp never writes it, so it has no call in history to parse"
+    )
 
 
 def _history_note(ct: CallText, call: dict[str, Any]) -> str:

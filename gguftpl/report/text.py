@@ -134,11 +134,14 @@ class TextFormatter:
             return []
         from gguftpl.repair import verdict_line
 
-        out = [f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}"]
+        out: list[str] = [_Line(f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}", hang=11)]
         repair = fa.repair
         if repair is not None and repair.needed:
-            fix = self._s(printable(repair.command), fg="cyan") if repair.command else printable(repair.advice)
-            out.append(f"  fix: {fix}")
+            if repair.command:
+                fix = self._s(printable(repair.command), fg=FIX_COMMAND_FG)
+                out.append(_Line(f"  fix: {fix}", hang=7, cont=" \\"))
+            else:
+                out.append(_Line(f"  fix: {self._s(printable(repair.advice), fg=FIX_WORDS_FG)}", hang=7))
         return out
 
     def _runtimes(self, fa: FileAudit) -> list[_Line]:

@@ -203,9 +203,7 @@ def test_an_unbreakable_token_is_cut_with_the_mark(files: dict[str, Path]) -> No
 
 def test_wide_characters_are_never_split(files: dict[str, Path]) -> None:
     """An emoji with its skin-tone modifier is one cluster: never cut between the two."""
-    from gguftpl.textfit import fit_line
-
-    from gguftpl.textfit import CUT_MARK
+    from gguftpl.textfit import CUT_MARK, fit_line
 
     lines = fit_line("  " + "👍🏽" * 100, 41)
     assert len(lines) > 1

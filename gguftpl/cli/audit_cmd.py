@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gguftpl.cli.output import echo, echo_json_text, output_width, use_color, width_option
+from gguftpl.cli.output import StderrProgress, echo, echo_json_text, output_width, use_color, width_option
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
@@ -168,7 +168,8 @@ def command(
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        run = audit_paths(list(paths), options, cache=cache)
+        with StderrProgress("audit") as progress:
+            run = audit_paths(list(paths), options, cache=cache, progress=progress)
         report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
@@ -190,12 +191,10 @@ def _audit_targets(
     cache: AnalysisCache,
 ) -> TargetsAudit:
     """Remote files, ``--repo`` and ``--repo-check``: one run, with a progress bar on a terminal."""
-    from gguftpl.cli.progress import TerminalProgress
     from gguftpl.repo.audit import audit_targets
 
-    progress = TerminalProgress()
-    try:
-        result = audit_targets(
+    with StderrProgress("audit") as progress:
+        return audit_targets(
             list(paths),
             repos=list(repos),
             repo_check=repo_check,
@@ -205,6 +204,3 @@ def _audit_targets(
             progress=progress,
             cache=cache,
         )
-    finally:
-        progress.done()
-    return result

@@ -8,6 +8,10 @@ the width: ``--width``, else ``COLUMNS``, else the terminal's, else 100). JSON p
 outputs write exact bytes, because the user asked for them.
 
 Colour: gguftpl's own sequences only, on a terminal, and never when ``NO_COLOR`` is set (no-color.org).
+
+Progress (:class:`StderrProgress`): a tqdm bar or status line on stderr with the current item, only when stderr
+is a terminal; nothing at all otherwise (a pipe, a file, CI), and never on stdout, so a report piped on is the
+same with or without it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,16 @@ import click
 
 from gguftpl.safeio import json_text, terminal_text
 
-__all__ = ["dumps_json", "echo", "echo_json", "echo_json_text", "output_width", "use_color", "width_option"]
+__all__ = [
+    "StderrProgress",
+    "dumps_json",
+    "echo",
+    "echo_json",
+    "echo_json_text",
+    "output_width",
+    "use_color",
+    "width_option",
+]
 
 _WIDTH_KEY = "gguftpl.width"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,3 +101,73 @@ def echo_json(obj: Any) -> None:
 def echo_json_text(text: str, *, nl: bool = True) -> None:
     """JSON that is already text (a report format's output)."""
     click.echo(json_text(text), nl=nl)
+
+
+_BAR = "{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}"
+"""Count first, the current item last: a narrow terminal cuts the item's name, never the count."""
+LABEL_MAX = 48
+
+
+def _short(label: str) -> str:
+    """The current item as the bar shows it: a path's last part (a file name, ``file.gguf@rev``), at most
+    :data:`LABEL_MAX` characters (its end kept: the quant's name is there)."""
+    name = label.rstrip("/").rsplit("/", 1)[-1] or label
+    return name if len(name) <= LABEL_MAX else "…" + name[-(LABEL_MAX - 1) :]
+
+
+class StderrProgress:
+    """Progress of long work on stderr, drawn by tqdm, only when stderr is a terminal (else every call does
+    nothing). Called as the library's progress callbacks are: ``progress(done, total, label)`` (files of an
+    audit: a bar, ``label`` the current file), ``progress(done, total)`` (bytes copied: a bar in bytes), or
+    :meth:`status` for work in steps of unknown length (the live stage: the step and the time so far).
+    A context manager: the bar is cleared on exit, so the terminal keeps only the report."""
+
+    def __init__(self, desc: str, *, unit: str = "file", in_bytes: bool = False) -> None:
+        self.desc, self.unit, self.in_bytes = desc, unit, in_bytes
+        stream = sys.stderr
+        self.enabled = bool(getattr(stream, "isatty", lambda: False)())
+        self._bar: Any = None
+
+    def _open(self, total: int | None, fmt: str | None = None) -> Any:
+        if self._bar is None:
+            from tqdm import tqdm
+
+            options: dict[str, Any] = {"bar_format": fmt or _BAR}
+            if self.in_bytes:
+                options.update(unit="B", unit_scale=True, unit_divisor=1024)
+            else:
+                options.update(unit=self.unit)
+            self._bar = tqdm(total=total, desc=self.desc, file=sys.stderr, leave=False, dynamic_ncols=True, **options)
+        return self._bar
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        if not self.enabled:
+            return
+        from gguftpl.safeio import printable
+
+        bar = self._open(total)
+        bar.total = total
+        bar.n = done
+        if label:
+            bar.set_postfix_str(_short(printable(label)), refresh=False)
+        bar.refresh()
+
+    def status(self, message: str) -> None:
+        """One step of work whose length is unknown: the step's words and the time since the first."""
+        if not self.enabled:
+            return
+        from gguftpl.safeio import printable
+
+        bar = self._open(None, "{desc} [{elapsed}]")
+        bar.set_description_str(printable(message), refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> StderrProgress:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

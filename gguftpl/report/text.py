@@ -195,8 +195,8 @@ class TextFormatter:
         fix = fix_of(run, f)
         if fix:
             command = fix_is_command(fix)
-            shown = self._s(printable(fix), fg=FIX_COMMAND_FG if command else FIX_WORDS_FG)
-            parts.append(_Line(f"      fix: {shown}", hang=11, cont=" \\" if command else ""))
+            text = self._s(printable(fix), fg=FIX_COMMAND_FG if command else FIX_WORDS_FG)
+            parts.append(_Line(f"      fix: {text}", hang=11, cont=" \\" if command else ""))
         return parts
 
     def _summary(self, run: AuditRun) -> str:

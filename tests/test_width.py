@@ -171,6 +171,29 @@ def test_verify_fits(files: dict[str, Path], key: str, width: int, how: str) -> 
     assert_fits(["verify", str(files[key])], width, how)
 
 
+@pytest.mark.parametrize(("width", "how"), [(80, "flag"), (120, "COLUMNS")])
+def test_more_forms_fit(files: dict[str, Path], samples_dir: Path, tmp_path: Path, width: int, how: str) -> None:
+    """A template shown alone, a prompt highlighted in colour, another engine, the user's tools, and a patch
+    that writes (its before/after report)."""
+    named, sample = str(files["named"]), str(files["sample"])
+    assert_fits(["inspect", named, "--template", NAME], width, how)
+    assert_fits(["render", str(files["hostile"]), "--color", "--tools", str(samples_dir / "tools.json")], width, how)
+    assert_fits(["render", sample, "--engine", "minijinja"], width, how)
+    out = tmp_path / "fixed.gguf"
+    assert_fits(["patch", sample, "--from-catalog", "--tools-in-default", "-o", str(out)], width, how)
+    assert out.exists()
+
+
+@pytest.mark.parametrize(("width", "how"), [(80, "flag"), (120, "COLUMNS")])
+def test_verify_live_fits(make_gguf: MakeGGUF, width: int, how: str) -> None:
+    """The live stage quotes the model's own answer: fitted as every other line."""
+    pytest.importorskip("xllamacpp")
+    from tests.test_live import _qwen_template
+
+    src = make_gguf("tiny.gguf", templates={"default": _qwen_template() + "{#- " + LONG + " #}"})
+    assert_fits(["verify", str(src), "--live", "--max-tokens", "8", "--threads", "1"], width, how)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize(
     "name", ["SmolLM2-135M-Instruct.Q4_1.gguf", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", "ggml-vocab-command-r.gguf"]

@@ -132,6 +132,7 @@ class StderrProgress:
         if self._bar is None:
             from tqdm import tqdm
 
+            tqdm.monitor_interval = 0  # no monitor thread: each bar is redrawn at each item or step anyway
             options: dict[str, Any] = {"bar_format": fmt or _BAR}
             if self.in_bytes:
                 options.update(unit="B", unit_scale=True, unit_divisor=1024)

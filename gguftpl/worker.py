@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -206,11 +207,12 @@ class Worker:
             "ops": {name: [o.target, o.peak_growth_limit] for name, o in self.spec.ops.items()},
             "setup": list(self.spec.setup),
             "headroom": self.spec.memory_headroom,
+            "private_tmp": self._tmp,
         }
         argv = (
             list(self.spec.command)
             if self.spec.command is not None
-            else [sys.executable, "-c", "from gguftpl.workerchild import main; main()", json.dumps(config)]
+            else [sys.executable, *_CHILD_FLAGS, "-c", _child_code(), json.dumps(config)]
         )
         try:
             self._proc = subprocess.Popen(
@@ -450,6 +452,22 @@ def run(
     except OSError as exc:
         return Ran(127, f"{argv[0]}: {exc.strerror or exc}")
     return Ran(done.returncode, done.stdout.decode("utf-8", "replace")[-keep:])
+
+
+_CHILD_FLAGS = ("-S",)
+"""No ``site``: its ``.pth`` hooks cost ~40 ms per child; the paths it found here are passed instead."""
+
+
+@functools.lru_cache(maxsize=1)
+def _child_code() -> str:
+    """The child's program: this process's import path (``site`` ran here; gguftpl, which an editable install finds
+    through an import hook, by its folder), never the current folder (a ``jinja2.py`` where gguftpl runs is not
+    imported by a child), then the worker loop."""
+    import gguftpl
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(gguftpl.__file__)))
+    paths = [root, *(p for p in sys.path if p and os.path.isabs(p) and p != root)]
+    return f"import sys; sys.path[:] = {paths!r}; from gguftpl.workerchild import main; main()"
 
 
 _SHARED: dict[str, Worker] = {}

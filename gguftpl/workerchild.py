@@ -97,7 +97,8 @@ def main() -> None:
     """The child: ``argv[1]`` is its configuration (ops, setup, headroom); frames on stdin, answers on a copy
     of the original stdout. Ends when stdin closes (the parent finished or died)."""
     config = json.loads(sys.argv[1])
-    _die_with_parent()
+    private = config.get("private_tmp")
+    _die_with_parent(private)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -115,7 +116,8 @@ def main() -> None:
     while True:
         try:
             req = _read_frame(inp)
-        except EOFError:
+        except EOFError:  # the parent closed the pipe or died: a dead parent removes nothing
+            _remove_private(private)
             return
         fn, peak = ops.get(req.get("op"), (None, None))
         for item in req.get("items", []):
@@ -132,7 +134,15 @@ PARENT_POLL = 0.25
 """Seconds between a worker's looks at whether its parent still lives."""
 
 
-def _die_with_parent() -> None:
+def _remove_private(folder: str | None) -> None:
+    """Remove this child's private TMPDIR (the parent removes it too when it can: whoever is last wins)."""
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _die_with_parent(private: str | None = None) -> None:
     """End this child when its parent dies. A parent killed outright (SIGKILL, the OOM killer) runs no
     cleanup: an idle child ends at the EOF on its stdin, but one busy rendering a template that loops for
     ever would run on for hours. A thread notices the new parent (init or a subreaper) and exits; it gets the
@@ -142,6 +152,7 @@ def _die_with_parent() -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL)
+        _remove_private(private)  # a parent killed outright left its folder to us (stand-ins of 300 KB each)
         os._exit(1)
 
     threading.Thread(target=watch, name="gguftpl-parent-watch", daemon=True).start()

@@ -188,3 +188,47 @@ def test_a_closed_pipe_ends_quietly() -> None:
         os.close(w)
     assert proc.stderr == ""
     assert proc.returncode == 1
+
+
+@pytest.mark.parametrize("module", ["jinja2", "minijinja", "gguftpl"])
+def test_a_module_in_the_current_folder_is_never_imported_by_a_worker(
+    module: str, tmp_path: Path, make_gguf: Callable[..., Path]
+) -> None:
+    """``python -c`` puts the current folder first on the path: a worker started that way in a folder holding a
+    ``jinja2.py`` would run it. Each worker gets this process's import path instead, never the current folder (the
+    console script's own path starts with its folder, not the current one)."""
+    path = make_gguf(templates={"default": CHATML})
+    marker = tmp_path / "ran"
+    (tmp_path / f"{module}.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)  # the checkout under test, as an absolute path (the cwd is the trap folder)
+    env["GGUFTPL_CACHE_DIR"] = str(tmp_path / "cache")
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "gguftpl"), "audit", "--exit-zero", str(path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SAFETY_TIMEOUT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "GT201" in res.stdout  # the workers rendered it
+    assert not marker.exists()
+
+
+def test_a_killed_parent_leaves_no_private_folder_of_its_worker(tmp_path: Path) -> None:
+    """A parent killed outright cannot remove its worker's private TMPDIR: the worker, which ends with it, does
+    (each parse-check child left a folder of llama.cpp stand-ins in /tmp)."""
+    info = tmp_path / "tmp.txt"
+    code = (
+        "from gguftpl.worker import Op, Worker, WorkerSpec\n"
+        "w = Worker(WorkerSpec('t', {'spin': Op('tests.worker_ops:spin')}, private_tmp='gguftpl-test-kill-',\n"
+        f"    env={{'PYTHONPATH': {str(ROOT)!r}}}))\n"
+        "w.prestart(); w._ensure_ready()\n"
+        f"open({str(info)!r}, 'w').write(w._tmp)\n"
+        "print('ready', flush=True)\n"
+        "import time; time.sleep(3600)\n"
+    )
+    parent = _python(code)
+    wait_until(lambda: info.exists() and info.read_text() != "", "the worker never started")
+    folder = Path(info.read_text())
+    assert folder.is_dir()
+    parent.kill()
+    parent.communicate()
+    wait_until(lambda: not folder.exists(), "the killed parent's worker left its private folder")

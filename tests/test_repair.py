@@ -131,6 +131,27 @@ def test_markers_upstream_needs_that_are_no_tokens_say_no_repair_exists(make_ggu
     assert "not a token of this file's vocabulary" in repair.advice and "'<|im_start|>'" in repair.advice
 
 
+def test_real_vocab_with_its_upstream_reasoning_template_says_no_repair_exists(
+    corpus_file: Any, tmp_path: Path
+) -> None:
+    """Issue 25 item 2 on real files: llama.cpp's real Llama-3 vocabulary (DeepSeek-R1-Distill-Llama-8B's tokenizer
+    family) carrying the catalog's DeepSeek-R1-Distill-Llama-8B template, written by ``gguftpl patch`` itself. Its
+    upstream has no tool template and its tool markers are no tokens here: the fix says so, and names nothing."""
+    upstream = Path(gguftpl.__file__).parent.parent / "upstream_templates" / "deepseek-ai"
+    template = upstream / "DeepSeek-R1-Distill-Llama-8B" / "default.jinja"
+    out = tmp_path / "r1.gguf"
+    made = cli("patch", corpus_file("ggml-vocab-llama-bpe.gguf"), "--template", f"default={template}", "-o", out)
+    assert made.exit_code == 0, made.output
+    fa = gguftpl.audit_paths([out]).files[0]
+    assert fa.repair.command is None and fa.repair.advice.startswith(NO_TOOL_TEMPLATE)
+    assert "deepseek-ai/DeepSeek-R1-Distill-Llama-8B" in fa.repair.advice
+    missing = {f.evidence or f.message for f in fa.findings if f.code == "GT301"}
+    assert any("tool▁calls▁begin" in m for m in missing), missing
+    text = cli("audit", "--exit-zero", out).output
+    assert "verdict: tools reach the prompt in 0 of" in text
+    assert all(not PLACEHOLDER.search(f) for f in _fix_lines(text)), _fix_lines(text)
+
+
 def test_adding_a_template_to_a_file_with_none_is_no_regression(tmp_path: Path) -> None:
     """No template (GT101: llama.cpp's ChatML fallback drops the tools) and a template ignoring tools (GT201) are one
     verdict with one severity: the exit code does not go 0 -> 1, and the before/after says nothing changed."""

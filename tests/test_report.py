@@ -246,6 +246,21 @@ def test_text_is_grouped_per_file_and_template() -> None:
     assert out.rstrip().endswith("in 3 files (2 with findings)")
 
 
+def test_a_fix_to_run_and_a_fix_in_words_have_two_colours() -> None:
+    """Issue 26: a fix written in words was coloured like a command to run."""
+    from gguftpl.report.text import FIX_COMMAND_FG, FIX_WORDS_FG, TextFormatter
+
+    assert FIX_COMMAND_FG != FIX_WORDS_FG
+    run = sample_run()
+    tools = next(f for f in run.files[0].findings if f.code == "GT201")
+    run.files[0].findings.append(dataclasses.replace(tools, fix=""))  # its rule's fix, in words
+    out = TextFormatter(color=True).format(run)
+    assert "fix: \x1b[36mgguftpl patch " in out  # cyan: run it
+    words = re.findall(r"fix: \x1b\[35m([^\x1b]*)", out)  # magenta: advice
+    assert words == ["Embed the upstream tool-use template."]
+    assert "\x1b[" not in TextFormatter(color=False).format(run)
+
+
 def test_text_colour_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "\x1b[" in render("text", color=True)
     monkeypatch.setenv("NO_COLOR", "1")

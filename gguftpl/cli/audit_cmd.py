@@ -6,13 +6,11 @@ Exit codes: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 us
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from gguftpl.cli.output import echo, echo_json_text
+from gguftpl.cli.output import StderrProgress, echo, echo_json_text, output_width, use_color, width_option
 from gguftpl.report import format_names
 
 if TYPE_CHECKING:
@@ -21,15 +19,6 @@ if TYPE_CHECKING:
     from gguftpl.repo.audit import TargetsAudit
 
 SEVERITIES = ["error", "warning", "info"]
-
-
-def use_color(explicit: bool | None, output: str | None) -> bool:
-    """Colour only for a terminal, never into a file, and never when NO_COLOR is set (no-color.org)."""
-    if explicit is not None:
-        return explicit
-    if output is not None or os.environ.get("NO_COLOR"):
-        return False
-    return sys.stdout.isatty()
 
 
 @click.command("audit")
@@ -115,6 +104,7 @@ def use_color(explicit: bool | None, output: str | None) -> bool:
     help="Analyse every template afresh instead of reusing facts kept in the cache folder "
     "($XDG_CACHE_HOME/gguftpl, or $GGUFTPL_CACHE_DIR).",
 )
+@width_option
 @click.pass_context
 def command(
     ctx: click.Context,
@@ -170,7 +160,7 @@ def command(
     )
     cache = AnalysisCache() if no_cache else AnalysisCache.on_disk()
     colored = use_color(color, output) if fmt == "text" else False
-    formatter = get_formatter(fmt, **({"color": colored} if fmt == "text" else {}))
+    formatter = get_formatter(fmt, **({"color": colored, "width": output_width()} if fmt == "text" else {}))
     if not paths and not repos:
         raise click.UsageError("Missing argument 'PATH...' (or --repo ORG/REPO).", ctx=ctx)
     if output:
@@ -182,7 +172,8 @@ def command(
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        run = audit_paths(list(paths), options, cache=cache)
+        with StderrProgress("audit") as progress:
+            run = audit_paths(list(paths), options, cache=cache, progress=progress)
         report = formatter.format(run)
     if output is not None:
         write_atomic(output, report)
@@ -204,12 +195,10 @@ def _audit_targets(
     cache: AnalysisCache,
 ) -> TargetsAudit:
     """Remote files, ``--repo`` and ``--repo-check``: one run, with a progress bar on a terminal."""
-    from gguftpl.cli.progress import TerminalProgress
     from gguftpl.repo.audit import audit_targets
 
-    progress = TerminalProgress()
-    try:
-        result = audit_targets(
+    with StderrProgress("audit") as progress:
+        return audit_targets(
             list(paths),
             repos=list(repos),
             repo_check=repo_check,
@@ -219,6 +208,3 @@ def _audit_targets(
             progress=progress,
             cache=cache,
         )
-    finally:
-        progress.done()
-    return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import echo, echo_json, width_option
 
 
 def _size(n: int) -> str:
@@ -31,6 +31,7 @@ def command() -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
+@width_option
 def info_command(fmt: str) -> None:
     """Show the cache folder, its entries, their size, the size cap, and whether it is used (a folder that is
     not yours or is writable by others is ignored: the reason is shown)."""
@@ -52,6 +53,7 @@ def info_command(fmt: str) -> None:
 
 
 @command.command("clear")
+@width_option
 def clear_command() -> None:
     """Remove every entry of the cache folder, and its secret (the next audit makes a new one)."""
     from gguftpl.templates.factstore import cache_clear

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import echo, echo_json, width_option
 
 
 @click.command("diff")
@@ -27,6 +27,7 @@ from gguftpl.cli.output import echo, echo_json
 @click.option("--no-fallback", is_flag=True, help="Never fall back to the bundled catalog when the Hub is unreachable.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-U", "--context", "context", type=int, default=3, show_default=True, help="Lines of diff context.")
+@width_option
 def command(
     file: str,
     hub: str | None,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import click
 
-from gguftpl.cli.output import echo
+from gguftpl.cli.output import echo, width_option
 
 
 @click.group("engines", invoke_without_command=True)
+@width_option
 @click.pass_context
 def command(ctx: click.Context) -> None:
     """List the template engines runtimes render with: installed or not, version, the runtimes that use each,

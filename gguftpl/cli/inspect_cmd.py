@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import echo, echo_json, use_color, width_option
 from gguftpl.errors import UsageError
 
 
@@ -23,6 +23,7 @@ from gguftpl.errors import UsageError
     metavar="ORG/REPO[@REV]",
     help="Inspect every GGUF of a Hub repo (headers only, by HTTP Range; a split GGUF through its first shard).",
 )
+@width_option
 def command(
     files: tuple[str, ...], fmt: str, template_name: str | None, raw: bool, repos: tuple[str, ...] = ()
 ) -> None:
@@ -56,7 +57,7 @@ def command(
         payload = {"schema_version": SCHEMA_VERSION, "files": [info for info, _ in reports]}
         echo_json(payload)
         return
-    color = sys.stdout.isatty()
+    color = use_color()
     for info, ts in reports:
         if color:
             echo(inspect_text(info, ts, template_name, style=click.style), color=None)

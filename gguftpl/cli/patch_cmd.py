@@ -4,14 +4,13 @@ out (``patching.run_patch``: write, prove, provenance, audit before and after) -
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gguftpl.cli.output import echo
+from gguftpl.cli.output import echo, width_option
 from gguftpl.errors import PatchError, UsageError
 
 if TYPE_CHECKING:
@@ -40,19 +39,12 @@ def read_templates(files: dict[str, str]) -> dict[str, str]:
 
 @contextmanager
 def progress_bar(path: str) -> Iterator[Any]:
-    """A progress bar for multi-GB copies, only on a terminal."""
+    """A bar in bytes for multi-GB copies on a terminal's stderr (a smaller file is copied in no time)."""
+    from gguftpl.cli.output import StderrProgress
+
     size = os.path.getsize(path) if os.path.isfile(path) else 0
-    if not sys.stderr.isatty() or size < (256 << 20):
-        yield None
-        return
-    with click.progressbar(length=size, label="copying tensors", file=sys.stderr) as bar:
-        last = [0]
-
-        def update(done: int, total: int) -> None:
-            bar.update(done - last[0])
-            last[0] = done
-
-        yield update
+    with StderrProgress("copying tensors", in_bytes=True) as bar:
+        yield bar if bar.enabled and size >= (256 << 20) else None
 
 
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -155,6 +147,7 @@ def upstream_source(
     help="Write even when the new templates add error findings (GT102 does not parse, GT4xx unsafe such as a "
     "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
 )
+@width_option
 def command(
     file: str,
     out: str | None,

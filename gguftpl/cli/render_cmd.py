@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo
+from gguftpl.cli.output import echo, use_color, width_option
 from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options, tool_source_options
 
 
@@ -60,6 +60,7 @@ from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options,
 )
 @click.option("--color/--no-color", default=None, help="Highlight the tool schemas (default: only on a terminal).")
 @tool_source_options
+@width_option
 def command(
     file: str,
     template: str | None,
@@ -94,7 +95,7 @@ def command(
         sys.stdout.write(result.prompt)
         sys.stdout.flush()
         return
-    use = color if color is not None else sys.stdout.isatty()
+    use = use_color(color)
     echo(quoted_prompt(result.prompt, result.spans if use else []), color=use)
     echo(f"--- engine: {result.engine}; template: {result.template}")
     for note in result.notes:

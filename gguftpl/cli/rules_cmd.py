@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gguftpl.cli.output import echo, echo_json, echo_json_text
+from gguftpl.cli.output import echo, echo_json, echo_json_text, width_option
 from gguftpl.errors import UsageError
 
 
@@ -13,6 +13,7 @@ from gguftpl.errors import UsageError
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
+@width_option
 def command(rule: str | None, fmt: str) -> None:
     """List every rule (code, severity, name, summary), the rules of a code prefix as `--select` takes it
     (`gguftpl rules GT2`), or explain one: what it finds, why it matters, an example and the fix."""

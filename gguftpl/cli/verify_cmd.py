@@ -6,11 +6,12 @@ Exit codes: 0 every stage passed; 1 a stage failed; 2 usage error, unreadable fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import StderrProgress, echo, echo_json, width_option
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -81,6 +82,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     is_flag=True,
     help="JSON: add each stage's data (per-tool token costs, missing schema items, prompts, parsed calls).",
 )
+@width_option
 def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
     """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
     reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool
@@ -122,16 +124,19 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
             from gguftpl.verify.roundtrip import pick_tool
 
             dispatch = sources.dispatcher_for(pick_tool(tools, check_opts.get("call")))
-        result = verify_file(
-            file,
-            load_weights=load_weights,
-            tools=tools,
-            dispatch=dispatch,
-            call=check_opts.get("call"),
-            arguments=args,
-            max_tool_share=check_opts.get("max_tool_share"),
-            live=_live_run(live_opts, sources) if live_opts["live"] else None,
-        )
+        # the live stage's steps (loading, the model answering, a retry) as a status line on a terminal's
+        # stderr; nothing in a pipe: what happened is in the report
+        with StderrProgress("verify") as progress:
+            result = verify_file(
+                file,
+                load_weights=load_weights,
+                tools=tools,
+                dispatch=dispatch,
+                call=check_opts.get("call"),
+                arguments=args,
+                max_tool_share=check_opts.get("max_tool_share"),
+                live=_live_run(live_opts, sources, progress.status) if live_opts["live"] else None,
+            )
     finally:
         if sources is not None:
             sources.close()
@@ -162,7 +167,7 @@ def _file_audit(path: str) -> Any:
     return fa if fa.runtimes is not None else None
 
 
-def _live_run(opts: dict[str, Any], sources: Any) -> Any:
+def _live_run(opts: dict[str, Any], sources: Any, progress: Callable[[str], None]) -> Any:
     from gguftpl.verify.live import LiveOptions
     from gguftpl.verify.stages import LiveRun
 
@@ -184,7 +189,7 @@ def _live_run(opts: dict[str, Any], sources: Any) -> Any:
                 raise ToolSourceError(f"the model called {name!r}, which is none of the tools offered")
             return sources.dispatch(tool, arguments)
 
-    return LiveRun(options, dispatch, progress=lambda msg: echo(msg, err=True))
+    return LiveRun(options, dispatch, progress=progress)
 
 
 def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any = None) -> str:

@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int, str], None]
-"""``progress(done, total, label)`` after each file."""
+"""``progress(done, total, label)``: after each file of a repo or folder (``label`` the file just read), before
+each local file and remote GGUF (``label`` the one about to be read)."""
 
 Fetch = Callable[[QuantEntry], tuple[Any, dict[str, Any] | None]]
 """Read one entry's header: (header, its ``"remote"`` object or None)."""
@@ -496,6 +497,8 @@ def audit_targets(
     cache = cache if cache is not None else AnalysisCache()
     for p in paths:  # in the order given, so the report reads like the command line
         if is_remote(p):
+            if progress is not None:
+                progress(0, 1, p)
             fa, rr = audit_remote_file(p, endpoint=endpoint, options=options, cache=cache)
             result.run.files.append(fa)
             if rr is not None:
@@ -504,7 +507,7 @@ def audit_targets(
             ra = audit_local_dir(p, jobs=jobs, options=options, upstream=upstream, endpoint=endpoint, progress=progress)
             _add_repo(result, ra)
         else:
-            sub = audit_paths([p], options, cache=cache)
+            sub = audit_paths([p], options, cache=cache, progress=progress)
             result.run.files.extend(sub.files)
     for spec in repos:
         ra = audit_hub_repo(spec, endpoint=endpoint, jobs=jobs, options=options, upstream=upstream, progress=progress)

@@ -38,6 +38,12 @@ def fix_of(run: AuditRun, finding: Finding) -> str:
     return fix_text(finding, rule_of(run, finding))
 
 
+def fix_is_command(fix: str) -> bool:
+    """Whether a fix is a command to run (``gguftpl patch …``) rather than advice in words: the text report
+    colours the two apart and keeps a wrapped command runnable."""
+    return fix.startswith("gguftpl ")
+
+
 def template_dict(report: Any) -> dict[str, Any]:
     return {f: _plain(getattr(report, f, None)) for f in TEMPLATE_FIELDS}
 

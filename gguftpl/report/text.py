@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gguftpl.findings import Finding, Severity
-from gguftpl.report._common import fix_of, where
+from gguftpl.report._common import fix_is_command, fix_of, where
 from gguftpl.safeio import printable, terminal_text
 
 if TYPE_CHECKING:
@@ -18,7 +18,11 @@ _SEVERITY_STYLE: dict[Severity, dict[str, Any]] = {
     Severity.INFO: {"fg": "blue"},
 }
 
-_ANSI_FG = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "cyan": 36}
+_ANSI_FG = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
+# the two colours of a fix: a command to run, and advice in words
+FIX_COMMAND_FG, FIX_WORDS_FG = "cyan", "magenta"
+WHY_COLUMN_MIN = 30
+"""A runtime row's reason hangs under its column when at least this many columns are left for it."""
 
 EVIDENCE_MAX_LINES = 12
 EVIDENCE_MAX_WIDTH = 160
@@ -38,12 +42,32 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _tools_colour(tools: str) -> str | None:
+    return "green" if tools == "yes" else "red" if tools.startswith(("no", "fails")) else None
+
+
+class _Line(str):
+    """A report line that knows how it continues when it is wider than the report: ``hang`` columns of
+    indent, ``cont`` at the end of each broken piece (`` \\`` for a shell command)."""
+
+    hang: int | None
+    cont: str
+
+    def __new__(cls, text: str, hang: int | None = None, cont: str = "") -> _Line:
+        line = super().__new__(cls, text)
+        line.hang, line.cont = hang, cont
+        return line
+
+
 class TextFormatter:
     name = "text"
 
-    def __init__(self, color: bool = False, show_evidence: bool = True) -> None:
+    def __init__(self, color: bool = False, show_evidence: bool = True, width: int | None = None) -> None:
+        """``width``: fit every line to that many columns (the CLI passes the terminal's); None: lines as long
+        as they come."""
         self.color = color
         self.show_evidence = show_evidence
+        self.width = width
         self._canary_told = False
 
     def _s(self, text: str, fg: str | None = None, bold: bool = False) -> str:
@@ -64,7 +88,16 @@ class TextFormatter:
             lines.extend(_remote_footer(context))
         # every piece from a file is escaped already; this also defuses a line that would start a workflow
         # command in a CI log (a file path that starts with `::`), in a report written with -o too
-        return terminal_text("\n".join(lines), keep_sgr=self.color) + "\n"
+        if self.width is None:
+            return terminal_text("\n".join(lines), keep_sgr=self.color) + "\n"
+        from gguftpl.textfit import fit_line
+
+        fitted: list[str] = []
+        for line in lines:
+            for piece in line.split("\n"):
+                safe = terminal_text(piece, keep_sgr=self.color)
+                fitted += fit_line(safe, self.width, hang=getattr(line, "hang", None), cont=getattr(line, "cont", ""))
+        return "\n".join(fitted) + "\n"
 
     def _file(self, fa: FileAudit, run: AuditRun) -> list[str]:
         out = [self._s(printable(fa.path), bold=True)]
@@ -78,7 +111,7 @@ class TextFormatter:
             by_template.setdefault(f.template, []).append(f)
         if by_template.get(None):
             out.append("  file")
-            out.extend(self._finding(f, run) for f in by_template.pop(None))
+            out.extend(line for f in by_template.pop(None) for line in self._finding(f, run))
         for t in fa.templates:
             name = getattr(t, "name", "?")
             sha = (getattr(t, "sha256", "") or "")[:12]
@@ -88,10 +121,10 @@ class TextFormatter:
                 f"dialect {getattr(t, 'dialect', '?')}, tools in prompt: "
                 f"{_yes_no(getattr(t, 'tools_in_prompt', None))}{_decided_by(t)})"
             )
-            out.extend(self._finding(f, run) for f in by_template.pop(name, []))
+            out.extend(line for f in by_template.pop(name, []) for line in self._finding(f, run))
         for name, findings in by_template.items():  # a finding about a template not in the report
             out.append(f"  template {printable(str(name))}")
-            out.extend(self._finding(f, run) for f in findings)
+            out.extend(line for f in findings for line in self._finding(f, run))
         if not fa.findings:
             out.append("  " + self._s("no findings", fg="green"))
         out.extend(self._verdict(fa))
@@ -103,14 +136,17 @@ class TextFormatter:
             return []
         from gguftpl.repair import verdict_line
 
-        out = [f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}"]
+        out: list[str] = [_Line(f"  verdict: {printable(verdict_line(fa.runtimes, fa.upstream_own))}", hang=11)]
         repair = fa.repair
         if repair is not None and repair.needed:
-            fix = self._s(printable(repair.command), fg="cyan") if repair.command else printable(repair.advice)
-            out.append(f"  fix: {fix}")
+            if repair.command:
+                fix = self._s(printable(repair.command), fg=FIX_COMMAND_FG)
+                out.append(_Line(f"  fix: {fix}", hang=7, cont=" \\"))
+            else:
+                out.append(_Line(f"  fix: {self._s(printable(repair.advice), fg=FIX_WORDS_FG)}", hang=7))
         return out
 
-    def _runtimes(self, fa: FileAudit) -> list[str]:
+    def _runtimes(self, fa: FileAudit) -> list[_Line]:
         """The runtime view as a small table: runtime, the template it renders a tools request with, whether
         the tool schemas reach the prompt, and why."""
         if fa.runtimes is None:
@@ -124,17 +160,23 @@ class TextFormatter:
         w2 = max(len("engine"), *(len(r[1]) for r in rows))
         w3 = max(len("template"), *(len(r[2]) for r in rows))
         w4 = max(len("tools"), *(len(r[3]) for r in rows))
-        out = [
-            "  runtimes, for a request with tools (each judged by its own engine):",
-            f"    {'runtime':<{w1}}  {'engine':<{w2}}  {'template':<{w3}}  {'tools':<{w4}}  why",
-        ]
+        why_at = 4 + w1 + w2 + w3 + w4 + 8
+        out = [_Line("  runtimes, for a request with tools (each judged by its own engine):")]
+        if self.width is not None and self.width - why_at < WHY_COLUMN_MIN:
+            # too narrow for the table: each runtime on a line of its own, its reason below it
+            for name, engine, template, tools, reason in rows:
+                mark = self._s(tools, fg=_tools_colour(tools))
+                out.append(_Line(f"    {name} ({engine}), template {printable(template)}: tools {mark}", hang=8))
+                out.append(_Line(f"        {printable(reason)}", hang=8))
+            return out
+        out.append(_Line(f"    {'runtime':<{w1}}  {'engine':<{w2}}  {'template':<{w3}}  {'tools':<{w4}}  why"))
         for name, engine, template, tools, reason in rows:
-            colour = "green" if tools == "yes" else "red" if tools.startswith(("no", "fails")) else None
-            mark = self._s(f"{tools:<{w4}}", fg=colour)
-            out.append(f"    {name:<{w1}}  {engine:<{w2}}  {printable(template):<{w3}}  {mark}  {printable(reason)}")
+            mark = self._s(f"{tools:<{w4}}", fg=_tools_colour(tools))
+            row = f"    {name:<{w1}}  {engine:<{w2}}  {printable(template):<{w3}}  {mark}  {printable(reason)}"
+            out.append(_Line(row, hang=why_at))
         return out
 
-    def _finding(self, f: Finding, run: AuditRun) -> str:
+    def _finding(self, f: Finding, run: AuditRun) -> list[str]:
         sev = self._s(f.severity.value, **_SEVERITY_STYLE[f.severity])
         parts = [f"    {sev} {self._s(f.code, bold=True)} {f.name}: {printable(f.message)}"]
         if f.extra.get("from_upstream"):
@@ -154,14 +196,16 @@ class TextFormatter:
                 parts.append(f"        | … ({len(ev) - len(shown)} more lines)")
         fix = fix_of(run, f)
         if fix:
-            parts.append(f"      fix: {self._s(printable(fix), fg='cyan')}")
+            command = fix_is_command(fix)
+            text = self._s(printable(fix), fg=FIX_COMMAND_FG if command else FIX_WORDS_FG)
+            parts.append(_Line(f"      fix: {text}", hang=11, cont=" \\" if command else ""))
         if not self._canary_told:
             from gguftpl.templates.probes import CANARY_LEGEND, quotes_canary
 
             if quotes_canary(f.message) or (self.show_evidence and quotes_canary(f.evidence)):
-                parts.append(f"      note: {CANARY_LEGEND}")
+                parts.append(_Line(f"      note: {CANARY_LEGEND}", hang=12))
                 self._canary_told = True
-        return "\n".join(parts)
+        return parts
 
     def _summary(self, run: AuditRun) -> str:
         counts = run.counts()

@@ -32,6 +32,7 @@ from gguftpl.templates.facts import TemplateFacts
 if TYPE_CHECKING:
     from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
+    from gguftpl.stores import StoreModel
 
 __all__ = [
     "AuditOptions",
@@ -283,6 +284,7 @@ def audit_header(
     options: AuditOptions | None = None,
     *,
     cache: AnalysisCache | None = None,
+    store: StoreModel | None = None,
 ) -> FileAudit:
     """Audit one already-read header (from a local file, an HTTP range read, …) reported as ``label``.
 
@@ -308,6 +310,7 @@ def audit_header(
             upstream_how=loaded.upstream_how,
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
+            store=store,
         )
         audit.kind = ctx.kind
         audit.upstream_own = upstream_templates(loaded.tset)
@@ -374,8 +377,11 @@ def audit_file(
     *,
     label: str | None = None,
     cache: AnalysisCache | None = None,
+    store: StoreModel | None = None,
 ) -> FileAudit:
-    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception.
+    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception. ``store``: the store
+    model it was resolved from, whose runtime's own view of it (an Ollama manifest's TEMPLATE) the runtime view
+    follows.
 
     A later shard of a split GGUF is audited through shard 1 in the same folder (reported under shard 1's
     path, with a note); a missing shard 1 is a GT555 finding for the file."""
@@ -403,7 +409,7 @@ def audit_file(
         audit.seconds = time.perf_counter() - start
         return audit
     try:
-        audit = audit_header(header, label, options, cache=cache)
+        audit = audit_header(header, label, options, cache=cache, store=store)
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
@@ -484,6 +490,21 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return out
 
 
+def _targets(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str | None, Any]]:
+    """(file, label, store model) for each file and folder (:func:`collect_paths`) and each model reference
+    (``ollama://``, ``lmstudio://``, ``hf-cache://``: :func:`gguftpl.stores.resolve`, labelled with the reference)."""
+    from gguftpl.stores import is_ref, resolve
+
+    out: list[tuple[str, str | None, Any]] = []
+    for raw in paths:
+        if isinstance(raw, str) and is_ref(raw):
+            model = resolve(raw)
+            out.append((model.path, model.ref, model))
+        else:
+            out += [(f, None, None) for f in collect_paths([raw])]
+    return out
+
+
 def audit_paths(
     paths: Iterable[str | os.PathLike[str]],
     options: AuditOptions | None = None,
@@ -491,17 +512,17 @@ def audit_paths(
     cache: AnalysisCache | None = None,
     progress: Callable[[FileAudit], None] | None = None,
 ) -> AuditRun:
-    """Audit files and directories (recursively, ``*.gguf``). Raises ``UsageError`` for a missing path
-    or an unknown selector; every per-file problem is a finding in the returned run."""
+    """Audit files, directories (recursively, ``*.gguf``) and model references (``ollama://NAME``, …, named
+    after the reference). Raises ``UsageError`` for a missing path or an unknown selector, ``StoreError`` for a
+    reference its store cannot give safely; every per-file problem is a finding in the returned run."""
     start = time.perf_counter()
     options = options or AuditOptions()
     engine = options.engine
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
-    todo = collect_paths(paths)
-    for p in todo:
-        fa = audit_file(p, options, cache=cache)
+    for p, label, store in _targets(paths):
+        fa = audit_file(p, options, label=label, cache=cache, store=store)
         run.files.append(fa)
         if progress is not None:
             progress(fa)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import echo
 from gguftpl.errors import UsageError
 
@@ -122,7 +123,7 @@ def upstream_source(
 
 
 @click.command("patch")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=LOCAL_MODEL)
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
 @click.option("--template", "templates", multiple=True, metavar="NAME=PATH", help="Set template NAME from a file.")
 @click.option("--remove", "remove", multiple=True, metavar="NAME", help="Remove template NAME.")
@@ -193,6 +194,7 @@ def command(
         allow_new_errors=allow_new_errors,
     )
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
+    _refuse_store_writes(file, out, in_place)
     if accept_differences and not tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
     if tools_in_default:
@@ -224,6 +226,24 @@ def command(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
     echo(result_text(result), nl=False)
+
+
+def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
+    """A model from a store is read, never written: no ``--in-place`` (an Ollama blob is named by its content, an
+    HF snapshot is shared by every revision that has the file), and no output inside Ollama's or the cache's
+    folder. An LM Studio copy may go into its models folder: that is where LM Studio finds it."""
+    from gguftpl.cli.modelarg import store_model
+
+    model = store_model(file)
+    if model is None:
+        return
+    if in_place:
+        raise UsageError(f"{model.ref} is in {model.store}'s store: it is never patched in place; give -o OUT.gguf")
+    if out is not None and model.content_addressed:
+        real_out = os.path.realpath(os.path.dirname(os.path.abspath(out)))
+        top = os.path.realpath(model.root)
+        if os.path.commonpath([real_out, top]) == top:
+            raise UsageError(f"-o {out} is inside {model.store}'s store ({top}); write the repaired copy elsewhere")
 
 
 def _tools_in_default(

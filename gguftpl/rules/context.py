@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
     from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
+    from gguftpl.stores import StoreModel
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
 
 
@@ -41,6 +42,9 @@ class FileContext:
     """Named templates not analysed (past the bound on distinct texts)."""
     max_analysed: int = 0
     """That bound, for the message."""
+    store: StoreModel | None = None
+    """The runtime store the file was found in (``gguftpl.stores``): an Ollama model's manifest decides Ollama's
+    row of the runtime view."""
 
     def at(self, key: str | None = None, line: int | None = None, column: int | None = None) -> Location:
         return Location(self.file, key, line, column)

@@ -129,7 +129,13 @@ class FileContext:
         from gguftpl.runtimes.view import runtime_view
 
         texts = {n: t.text for n, t in self.tset.templates.items()} if self.tset is not None else None
-        return runtime_view(self.templates, texts)
+        manifest = None
+        if self.store is not None and self.store.ollama is not None and texts is not None:
+            from gguftpl.runtimes.ollamamanifest import OllamaManifest
+
+            manifest = OllamaManifest(self.store.ollama, self.store.ref.removeprefix("ollama://"))
+        specials = (self.special_text("bos"), self.special_text("eos"))
+        return runtime_view(self.templates, texts, manifest, specials)
 
     def special_text(self, role: str) -> str:
         from gguftpl.gguf.templateset import special_token_text

@@ -1,8 +1,8 @@
 """The Hugging Face cache, as huggingface_hub lays it out (huggingface_hub 2.4.0, ``file_download.py``,
 ``constants.py``; the same since 0.14):
 
-- The folder is :func:`gguftpl.hubenv.cache_dir` (``HF_HUB_CACHE``, else ``HF_HOME``/hub, else
-  ``~/.cache/huggingface/hub``).
+- The folder is :func:`gguftpl.hubenv.cache_dir`, the one home of the Hub's environment (huggingface_hub's
+  cache variables, else ``~/.cache/huggingface/hub``).
 - A model repo ``ORG/REPO`` lives in ``models--ORG--REPO`` (``repo_folder_name``: ``"--".join(["models", *repo_id
   .split("/")])``, ``constants.REPO_ID_SEPARATOR``).
 - ``refs/<branch or tag>`` holds the 40-hex commit a revision resolved to; a revision that is already 40 hex is

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "verify": "verify_cmd",
     "engines": "engines_cmd",
     "cache": "cache_cmd",
+    "scan": "scan_cmd",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

@@ -39,6 +39,8 @@ MAX_LAYER_BYTES = 4 << 20
 MAX_HOLE_BYTES = 1 << 20
 """A blob with more unallocated bytes than this is refused as sparse: a finished download has none."""
 _CHUNK = 1 << 20
+HASHED = [0]
+"""Bytes :func:`check_blob` hashed in this process (a verified digest remembered costs none)."""
 _CACHE_KIND = "digests"
 
 
@@ -151,6 +153,7 @@ def check_blob(path: str, root: str, digest_hex: str, size: int | None, what: st
         if cache is not None and cache.read(_CACHE_KIND, key) == digest_hex:
             return real, st
         found = sha256_of(fh)
+        HASHED[0] += st.st_size
     if found != digest_hex:
         raise StoreError(
             f"{what} {printable(path)} does not match its name: sha256 {found[:12]}…, expected {digest_hex[:12]}…"

@@ -103,6 +103,10 @@ def _render_facts(
     )
 
 
+GO_RENDERS = [0]
+"""Go TEMPLATEs rendered by :func:`go_template_facts` in this process (the rest came from the cache)."""
+
+
 def go_template_facts(
     text: str, bos: str = "", eos: str = "", specials: Mapping[str, Any] | None = None
 ) -> EngineFacts:
@@ -132,6 +136,7 @@ def go_template_facts(
         except (TypeError, ValueError, KeyError):
             disk.remove("gotemplates", key)  # type: ignore[union-attr]
     facts = _render_facts("ollama", registry.get("ollama"), available.version, text, bos, eos, dict(extra), "")
+    GO_RENDERS[0] += 1
     if disk is not None and facts.installed and not facts.unknown:
         disk.write("gotemplates", key, asdict(facts))
     return facts

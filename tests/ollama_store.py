@@ -93,3 +93,34 @@ def lmstudio_model(home: Path, rel: str, gguf: Path, *, old: bool = False) -> Pa
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(gguf, dest)
     return dest
+
+
+def read_modelfile(text: str) -> dict[str, Any]:
+    """The commands of a Modelfile as Ollama's ``parser/parser.go`` reads the ones gguftpl writes: ``FROM``,
+    ``TEMPLATE`` and ``SYSTEM`` (``\"\"\"`` quoted, several lines), ``PARAMETER name value`` (a quoted value unquoted;
+    ``stop`` collected into a list, as ``ollama create`` stores it in the params layer)."""
+    out: dict[str, Any] = {"params": {}}
+    rest = text
+    while rest:
+        line, _, after = rest.partition("\n")
+        word, _, value = line.partition(" ")
+        if not line.strip() or line.startswith("#"):
+            rest = after
+            continue
+        if value.startswith('"""'):
+            body, _, rest = (value[3:] + "\n" + after).partition('"""')
+            rest = rest.lstrip("\n")
+            value = body
+        else:
+            rest = after
+        key = word.upper()
+        if key == "PARAMETER":
+            name, _, v = value.partition(" ")
+            v = v[1:-1] if len(v) >= 2 and v[0] == v[-1] == '"' else v
+            if name == "stop":
+                out["params"].setdefault("stop", []).append(v)
+            else:
+                out["params"][name] = v
+        else:
+            out[key.lower()] = value
+    return out

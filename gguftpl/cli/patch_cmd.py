@@ -151,6 +151,20 @@ def upstream_source(
     help="Write even when the new templates add error findings (GT102 does not parse, GT4xx unsafe such as a "
     "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
 )
+@click.option(
+    "--ollama-modelfile",
+    "modelfile_dir",
+    metavar="DIR",
+    help="For ollama://NAME: write DIR/Modelfile, FROM the model's GGUF with a TEMPLATE that renders its tools "
+    "(proven by Ollama's Go engine on the probe conversations) and its PARAMETER stop lines, and print the "
+    "`ollama create` command. Nothing in Ollama's store is written.",
+)
+@click.option(
+    "--ollama-from",
+    "modelfile_from",
+    metavar="GGUF",
+    help="With --ollama-modelfile: the GGUF the Modelfile's FROM names (a repaired copy), instead of the model's blob.",
+)
 def command(
     file: str,
     out: str | None,
@@ -170,6 +184,8 @@ def command(
     accept_differences: bool = False,
     allow_new_errors: bool = False,
     accept_family: bool = False,
+    modelfile_dir: str | None = None,
+    modelfile_from: str | None = None,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
@@ -193,6 +209,17 @@ def command(
         audit=not no_audit,
         allow_new_errors=allow_new_errors,
     )
+    if modelfile_dir is not None or modelfile_from is not None:
+        if modelfile_dir is None:
+            raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
+        if templates or remove or in_place or out or tools_in_default or from_hub or from_catalog:
+            raise UsageError(
+                "--ollama-modelfile writes a Modelfile only; patch the GGUF first and name it --ollama-from"
+            )
+        from gguftpl.cli.ollamafix import write_modelfile
+
+        write_modelfile(file, modelfile_dir, modelfile_from, force)
+        return
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
     _refuse_store_writes(file, out, in_place)
     if accept_differences and not tools_in_default:

@@ -496,12 +496,16 @@ def _targets(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str | N
     from gguftpl.stores import is_ref, resolve
 
     out: list[tuple[str, str | None, Any]] = []
-    for raw in paths:
-        if isinstance(raw, str) and is_ref(raw):
-            model = resolve(raw)
-            out.append((model.path, model.ref, model))
+    batch: list[str | os.PathLike[str]] = []  # paths between references: collected together, so deduplicated
+    for raw in [*paths, None]:
+        if raw is None or (isinstance(raw, str) and is_ref(raw)):
+            out += [(f, None, None) for f in collect_paths(batch)] if batch else []
+            batch = []
+            if raw is not None:
+                model = resolve(raw)
+                out.append((model.path, model.ref, model))
         else:
-            out += [(f, None, None) for f in collect_paths([raw])]
+            batch.append(raw)
     return out
 
 

@@ -60,7 +60,7 @@ def test_hermes_test_ollama_drops_the_tools_its_tool_use_renders(store: Path, he
     assert row.template == "TEMPLATE layer (Go)" and row.outcome == "refused" and row.tools_reach_prompt is False
     assert "never reads .Tools (rendered by the Go engine)" in row.reason
     assert row.error == "hermes-test:latest does not support tools"
-    assert "PARAMETER stop '<|im_start|>', '<|im_end|>'" in row.reason
+    assert "PARAMETER stop '<|im_start|>', '<|im_end|>' (the turn ends at '<|im_end|>')" in row.reason
     assert fa.runtimes.row("llama.cpp").tools_reach_prompt is True  # the GGUF's own tool_use renders them
     (gt703,) = [f for f in fa.findings if f.code == "GT703"]
     assert gt703.location.file == "ollama://hermes-test:latest" and "tool_use" in gt703.message

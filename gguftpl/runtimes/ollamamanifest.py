@@ -87,8 +87,17 @@ def _row(p: RuntimeProfile, template: str, reaches: bool | None, reason: str, ou
     return RuntimeRow(p.name, template, reaches, reason, (), p.id, p.engine, outcome, **kw)  # type: ignore[arg-type]
 
 
-def _stops(layers: OllamaLayers) -> str:
-    return f"; PARAMETER stop {', '.join(repr(s) for s in layers.stops)}" if layers.stops else "; no stop parameters"
+def _stops(layers: OllamaLayers, eot: str | None) -> str:
+    """The params layer's stop lines, and whether they end the turn where the model's template does (``eot``)."""
+    if not layers.stops:
+        head = "; no stop parameters"
+    else:
+        head = f"; PARAMETER stop {', '.join(repr(s) for s in layers.stops)}"
+    if eot and eot in layers.stops:
+        return f"{head} (the turn ends at {eot!r})"
+    if eot:
+        return f"{head} (none is the template's end of turn {eot!r}: only the GGUF's end-of-generation tokens stop it)"
+    return head
 
 
 def _go_row(p: RuntimeProfile, lead: str, tail: str, go: EngineFacts, refusal: str) -> RuntimeRow:
@@ -132,7 +141,8 @@ def manifest_row(
     how, why = mode(m.layers, default_text)
     refusal = (p.refusal_message or "<model> does not support tools").replace("<model>", m.name)
     lead = f"{why}"
-    tail = f"{_stops(m.layers)} (ollama@{OLLAMA_COMMIT[:7]})"
+    default = facts.get("default")
+    tail = f"{_stops(m.layers, default.end_of_turn if default is not None else None)} (ollama@{OLLAMA_COMMIT[:7]})"
     if how == "renderer":
         row = _row(p, "renderer", None, f"{lead}; gguftpl does not run Ollama's renderers{tail}", UNKNOWN)
         return row, OllamaPrediction("unknown", "renderer", None, False, row.reason)

@@ -95,12 +95,18 @@ def test_a_hostile_store_is_an_error_row_and_exit_2(home: Path) -> None:
     assert "ollama://hermes-test:latest" in [m["ref"] for m in doc["models"]]
 
 
-def test_scan_path_and_empty_home(tmp_path: Path, home: Path) -> None:
+def test_scan_path_llamacpp_cache_and_empty_home(tmp_path: Path, home: Path) -> None:
     folder = tmp_path / "models"
     folder.mkdir()
     build_gguf(folder / "x.gguf", templates={"default": CHATML})
     empty = tmp_path / "empty-home"
-    empty.mkdir()
+    cached = build_gguf(tmp_path / "y.gguf", templates={"default": CHATML})
+    (empty / ".cache" / "llama.cpp").mkdir(parents=True)
+    os.replace(cached, empty / ".cache" / "llama.cpp" / "org_Y-GGUF_y.gguf")  # llama.cpp's -hf file naming
     r = run(empty, "--path", str(folder), "--format", "json")
     assert r.returncode == 0, r.stderr
-    assert [m["ref"] for m in json.loads(r.stdout)["models"]] == [str(folder / "x.gguf")]
+    models = json.loads(r.stdout)["models"]
+    assert [(m["ref"], m["store"]) for m in models] == [
+        (str(empty / ".cache" / "llama.cpp" / "org_Y-GGUF_y.gguf"), "llama.cpp"),
+        (str(folder / "x.gguf"), "path"),
+    ]

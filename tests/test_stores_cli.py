@@ -81,7 +81,11 @@ def test_patch_never_writes_into_a_store(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "fixed.gguf"
     r = run(home, "patch", "ollama://hermes-test", "-o", str(out), "--template", f"default={new}", "--no-audit")
     assert r.returncode == 0, r.stderr
-    assert out.exists()
+    assert out.exists() and f"--ollama-modelfile DIR --ollama-from {out}" in r.stdout
+    copy = home / ".lmstudio" / "models" / "pub" / "Tiny-GGUF" / "tiny-fixed.gguf"
+    r = run(home, "patch", "lmstudio://pub/Tiny-GGUF/tiny.gguf", "-o", str(copy), "--template", f"default={new}")
+    assert r.returncode == 0, r.stderr
+    assert "LM Studio lists the copy as lmstudio://pub/Tiny-GGUF/tiny-fixed.gguf" in r.stdout
 
 
 @pytest.mark.parametrize("command", ["inspect", "audit", "render"])

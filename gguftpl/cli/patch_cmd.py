@@ -253,6 +253,7 @@ def command(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
     echo(result_text(result), nl=False)
+    _store_note(file, out)
 
 
 def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
@@ -271,6 +272,28 @@ def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
         top = os.path.realpath(model.root)
         if os.path.commonpath([real_out, top]) == top:
             raise UsageError(f"-o {out} is inside {model.store}'s store ({top}); write the repaired copy elsewhere")
+
+
+def _store_note(file: str, out: str | None) -> None:
+    """Where the runtime whose store the source came from finds the repaired copy."""
+    from gguftpl.cli.modelarg import store_model
+
+    model = store_model(file)
+    if model is None or out is None:
+        return
+    if model.store == "ollama":
+        echo(
+            f"Ollama runs the copy once imported: gguftpl patch {model.ref} --ollama-modelfile DIR --ollama-from {out}"
+        )
+    elif model.store == "lmstudio":
+        top = os.path.realpath(model.root)
+        where = os.path.relpath(os.path.realpath(out), top)
+        if not where.startswith("..") and where.count(os.sep) >= 2:
+            echo(f"LM Studio lists the copy as lmstudio://{where.replace(os.sep, '/')}")
+        else:
+            echo(f"LM Studio lists the copy once it is in {top}{os.sep}PUBLISHER{os.sep}REPO{os.sep}")
+    else:
+        echo(f"the cached {model.ref} is unchanged; point the runtime at {out} (llama-server -m {out})")
 
 
 def _tools_in_default(
@@ -308,3 +331,4 @@ def _tools_in_default(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress, tools_default=made)
     echo(result_text(result), nl=False)
+    _store_note(file, out)

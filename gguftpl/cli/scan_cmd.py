@@ -62,7 +62,7 @@ def table(result: Any) -> str:
     "--store",
     "stores",
     multiple=True,
-    type=click.Choice(["ollama", "lmstudio", "hf-cache"]),
+    type=click.Choice(["ollama", "lmstudio", "hf-cache", "llama.cpp"]),
     help="Only this store (repeatable); default: every store present.",
 )
 @click.option("--path", "paths", multiple=True, metavar="DIR", help="Also every *.gguf below DIR (repeatable).")
@@ -70,9 +70,9 @@ def table(result: Any) -> str:
 @click.pass_context
 def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...], fmt: str) -> None:
     """Audit the models you already have: every GGUF in Ollama's store ($OLLAMA_MODELS or ~/.ollama/models),
-    LM Studio's models folder (~/.lmstudio/models, or the older ~/.cache/lm-studio/models) and the Hugging Face
-    cache, plus the folders given with --path. A blob several names share is audited once, and what was learnt
-    is cached, so a second run renders nothing.
+    LM Studio's models folder (~/.lmstudio/models, or the older ~/.cache/lm-studio/models), the Hugging Face
+    cache and llama.cpp's cache ($LLAMA_CACHE or ~/.cache/llama.cpp), plus the folders given with --path. A
+    blob several names share is audited once, and what was learnt is cached, so a second run renders nothing.
 
     One line per model: its store, its size, and for each runtime whether the tool schemas reach the prompt,
     with the command that fixes each model that loses them (for Ollama, a Modelfile with a TEMPLATE that renders

@@ -3,7 +3,10 @@
 Where each store is comes from its module (:mod:`.ollama`, :mod:`.lmstudio`, :mod:`.hfcache`), so ``HOME``,
 ``OLLAMA_MODELS`` and the Hub's cache variables move them as they move the runtimes. A cache repo folder
 ``models--ORG--REPO`` gives ``ORG/REPO`` back as huggingface_hub's ``scan_cache_dir`` does (the type prefix cut, then
-``--`` read as ``/``; ``huggingface_hub/utils/_cache_manager.py``, 2.4.0). A model the store cannot give safely is
+``--`` read as ``/``; ``huggingface_hub/utils/_cache_manager.py``, 2.4.0). llama.cpp's cache (``-hf`` downloads) is
+``$LLAMA_CACHE``, else ``$XDG_CACHE_HOME/llama.cpp``, else ``$HOME/.cache/llama.cpp`` on Linux (llama.cpp
+``common/common.cpp::fs_get_cache_directory``, read from a code search index, commit not named); its GGUFs have no
+reference scheme and are named by path. A model the store cannot give safely is
 kept as a :class:`Problem` (its reference and the one-line reason), never the end of the scan.
 """
 
@@ -18,8 +21,17 @@ from gguftpl.stores.model import StoreModel
 
 __all__ = ["STORES", "Problem", "discover"]
 
-STORES = ("ollama", "lmstudio", "hf-cache", "path")
+STORES = ("ollama", "lmstudio", "hf-cache", "llama.cpp", "path")
 """``--store`` names; ``path`` is a folder given with ``--path``."""
+
+
+def llamacpp_cache() -> str:
+    """llama.cpp's cache folder (``fs_get_cache_directory`` on Linux)."""
+    own = os.environ.get("LLAMA_CACHE")
+    if own:
+        return own
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "llama.cpp")
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,13 @@ def _named(model: StoreModel, ref: str) -> StoreModel:
     return replace(model, ref=ref)
 
 
-def _folder(path: str) -> Iterator[StoreModel | Problem]:
+def _llamacpp() -> Iterator[StoreModel | Problem]:
+    root = llamacpp_cache()
+    if os.path.isdir(root):
+        yield from _folder(root, "llama.cpp")
+
+
+def _folder(path: str, store: str = "path") -> Iterator[StoreModel | Problem]:
     for dirpath, dirs, files in os.walk(path):
         dirs.sort()
         for f in sorted(files):
@@ -95,21 +113,21 @@ def _folder(path: str) -> Iterator[StoreModel | Problem]:
             try:
                 st = os.stat(p)
             except OSError as exc:
-                yield Problem(p, "path", f"cannot read {p}: {exc.strerror or exc}")
+                yield Problem(p, store, f"cannot read {p}: {exc.strerror or exc}")
                 continue
-            yield StoreModel(p, "path", p, st.st_size, path, (st.st_dev, st.st_ino))
+            yield StoreModel(p, store, p, st.st_size, path, (st.st_dev, st.st_ino))
 
 
 def discover(stores: Iterable[str] | None = None, paths: Iterable[str] = ()) -> list[StoreModel | Problem]:
     """Every model of the stores named (None: all of them), then of each folder in ``paths``, in that order."""
     from gguftpl.errors import UsageError
 
-    wanted = list(stores) if stores else ["ollama", "lmstudio", "hf-cache"]
+    wanted = list(stores) if stores else ["ollama", "lmstudio", "hf-cache", "llama.cpp"]
     unknown = [s for s in wanted if s not in STORES]
     if unknown:
         raise UsageError(f"unknown store {unknown[0]!r} (choose from {', '.join(STORES)})")
     found: list[StoreModel | Problem] = []
-    sources = {"ollama": _ollama, "lmstudio": _lmstudio, "hf-cache": _hf_cache}
+    sources = {"ollama": _ollama, "lmstudio": _lmstudio, "hf-cache": _hf_cache, "llama.cpp": _llamacpp}
     for name in wanted:
         if name in sources:
             found += sources[name]()

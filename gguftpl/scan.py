@@ -71,7 +71,7 @@ class ScanEntry:
             "size": self.model.size,
             "upstream_repo": self.model.upstream_repo,
             "error": self.audit.error,
-            "runtimes": {r.id: r.outcome if r.outcome != "unknown" else "unknown" for r in view.rows} if view else {},
+            "runtimes": {r.id: r.outcome for r in view.rows} if view else {},
             "tools_reach_prompt": {r.id: r.tools_reach_prompt for r in view.rows} if view else {},
             "drops_tools": self.dropping,
             "fix": self.fix(),

@@ -42,7 +42,8 @@ def home(tmp_path: Path, hub) -> Path:  # type: ignore[no-untyped-def]
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE", "OLLAMA_GO_TEMPLATE")}
-    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"))
+    # the home's own facts cache: cold means cold, whatever other tests have cached
+    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"), GGUFTPL_CACHE_DIR=str(home / "gguftpl"))
     cmd = [sys.executable, "-m", "gguftpl", "scan", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=home)
 

@@ -67,7 +67,9 @@ def test_verify_takes_a_reference(home: Path) -> None:
     r = run(home, "verify", "--format", "json", "ollama://hermes-test")
     assert r.returncode in (0, 1), r.stderr
     doc = json.loads(r.stdout)
-    assert any(row["id"] == "ollama" for row in doc["runtimes"])
+    assert doc["path"] == "ollama://hermes-test:latest" and "sha256-" not in r.stdout
+    (ollama,) = [row for row in doc["runtimes"] if row["id"] == "ollama"]
+    assert ollama["template"] == "TEMPLATE layer (Go)" and ollama["outcome"] == "refused"
 
 
 def test_patch_never_writes_into_a_store(home: Path, tmp_path: Path) -> None:

@@ -136,6 +136,13 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     finally:
         if sources is not None:
             sources.close()
+    from gguftpl.cli.modelarg import store_model
+
+    store = store_model(file)
+    if store is not None:  # the reference the user gave, not the blob's hash
+        import dataclasses
+
+        result = dataclasses.replace(result, path=store.ref)
     audited = _file_audit(file)
     view = audited.runtimes if audited is not None else None
     repair = audited.repair if audited is not None else None

@@ -24,7 +24,8 @@ def _specials(path: str) -> tuple[str, str]:
         header.close()
 
 
-def write_modelfile(file: str, folder: str, source: str | None, force: bool) -> None:
+def write_modelfile(file: str, folder: str | None, source: str | None, force: bool, others: bool = False) -> None:
+    """``others``: options that patch the GGUF were given too (refused: this writes a Modelfile only)."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.auditcache import AnalysisCache
     from gguftpl.cli.modelarg import store_model
@@ -32,6 +33,10 @@ def write_modelfile(file: str, folder: str, source: str | None, force: bool) -> 
     from gguftpl.runtimes.modelfile import ollama_modelfile
     from gguftpl.safeio import check_regular
 
+    if folder is None:
+        raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
+    if others:
+        raise UsageError("--ollama-modelfile writes a Modelfile only; patch the GGUF first, then name it --ollama-from")
     model = store_model(file)
     if model is None or model.ollama is None:
         raise UsageError("--ollama-modelfile takes a model Ollama has: ollama://NAME[:TAG]")

@@ -202,23 +202,13 @@ def command(
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
-    options = PatchOptions(
-        in_place=in_place,
-        force=force,
-        provenance=not no_provenance,
-        audit=not no_audit,
-        allow_new_errors=allow_new_errors,
-    )
+    keep = {"provenance": not no_provenance, "audit": not no_audit, "allow_new_errors": allow_new_errors}
+    options = PatchOptions(in_place=in_place, force=force, **keep)
     if modelfile_dir is not None or modelfile_from is not None:
-        if modelfile_dir is None:
-            raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
-        if templates or remove or in_place or out or tools_in_default or from_hub or from_catalog:
-            raise UsageError(
-                "--ollama-modelfile writes a Modelfile only; patch the GGUF first and name it --ollama-from"
-            )
         from gguftpl.cli.ollamafix import write_modelfile
 
-        write_modelfile(file, modelfile_dir, modelfile_from, force)
+        others = bool(templates or remove or in_place or out or tools_in_default or from_hub or from_catalog)
+        write_modelfile(file, modelfile_dir, modelfile_from, force, others)
         return
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
     _refuse_store_writes(file, out, in_place)

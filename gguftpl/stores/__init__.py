@@ -13,7 +13,7 @@ import os
 from gguftpl.stores.model import OllamaLayers, StoreModel
 from gguftpl.stores.refs import ModelRef, is_ref, parse_ref
 
-__all__ = ["ModelRef", "OllamaLayers", "StoreModel", "is_ref", "local_path", "parse_ref", "resolve"]
+__all__ = ["ModelRef", "OllamaLayers", "StoreModel", "is_ref", "local_path", "parse_ref", "resolve", "resolve_model"]
 
 
 def resolve(spec: str) -> StoreModel:
@@ -30,6 +30,10 @@ def resolve(spec: str) -> StoreModel:
     from gguftpl.stores import hfcache
 
     return hfcache.load(ref.name)
+
+
+resolve_model = resolve
+"""``gguftpl.resolve_model``: :func:`resolve` under the library's name."""
 
 
 def local_path(spec: str | os.PathLike[str]) -> str:

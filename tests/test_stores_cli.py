@@ -105,3 +105,14 @@ def test_hostile_manifest_is_one_line_exit_2(home: Path, tmp_path: Path, command
     assert r.returncode == 2, r.stdout
     assert len(r.stderr.splitlines()) == 1 and "not a sha256 digest" in r.stderr
     assert secret.stat().st_atime_ns == before
+
+
+def test_blob_not_matching_its_name_is_one_line_exit_2(home: Path) -> None:
+    blobs = home / ".ollama" / "models" / "blobs"
+    model = max(blobs.iterdir(), key=lambda p: p.stat().st_size)  # the GGUF, the largest blob
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    r = run(home, "audit", "ollama://hermes-test")
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "does not match its name" in r.stderr

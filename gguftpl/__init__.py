@@ -16,6 +16,7 @@ from gguftpl.errors import (
     HubError,
     LlamaCppError,
     PatchError,
+    StoreError,
     TemplateError,
     ToolSourceError,
     UsageError,
@@ -67,6 +68,11 @@ _LAZY = {
     "render_prompt": "gguftpl.verify.render",
     "llamacpp_findings": "gguftpl.verify.findings",
     "render_hf": "gguftpl.engines.transformers",
+    "StoreModel": "gguftpl.stores.model",
+    "resolve_model": "gguftpl.stores",
+    "scan": "gguftpl.scan",
+    "ScanResult": "gguftpl.scan",
+    "ollama_modelfile": "gguftpl.runtimes.modelfile",
 }
 
 
@@ -85,6 +91,7 @@ __all__ = [
     "HubError",
     "LlamaCppError",
     "PatchError",
+    "StoreError",
     "TemplateError",
     "ToolSourceError",
     "UsageError",

@@ -42,6 +42,7 @@ from gguftpl.templates.facts import TemplateFacts
 if TYPE_CHECKING:
     from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
+    from gguftpl.stores import StoreModel
 
 __all__ = [
     "AuditOptions",
@@ -287,6 +288,7 @@ def audit_header(
     options: AuditOptions | None = None,
     *,
     cache: AnalysisCache | None = None,
+    store: StoreModel | None = None,
 ) -> FileAudit:
     """Audit one already-read header (from a local file, an HTTP range read, …) reported as ``label``.
 
@@ -312,6 +314,7 @@ def audit_header(
             upstream_how=loaded.upstream_how,
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
+            store=store,
         )
         audit.kind = ctx.kind
         audit.upstream_own = upstream_templates(loaded.tset)
@@ -378,8 +381,11 @@ def audit_file(
     *,
     label: str | None = None,
     cache: AnalysisCache | None = None,
+    store: StoreModel | None = None,
 ) -> FileAudit:
-    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception.
+    """Audit one local GGUF file. An unreadable file gives a GT001 finding, not an exception. ``store``: the store
+    model it was resolved from, whose runtime's own view of it (an Ollama manifest's TEMPLATE) the runtime view
+    follows.
 
     A later shard of a split GGUF is audited through shard 1 in the same folder (reported under shard 1's
     path, with a note); a missing shard 1 is a GT555 finding for the file."""
@@ -407,7 +413,7 @@ def audit_file(
         audit.seconds = time.perf_counter() - start
         return audit
     try:
-        audit = audit_header(header, label, options, cache=cache)
+        audit = audit_header(header, label, options, cache=cache, store=store)
         audit.notes = notes + split_notes(header)
     finally:
         header.close()
@@ -488,6 +494,25 @@ def collect_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return out
 
 
+def _targets(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str | None, Any]]:
+    """(file, label, store model) for each file and folder (:func:`collect_paths`) and each model reference
+    (``ollama://``, ``lmstudio://``, ``hf-cache://``: :func:`gguftpl.stores.resolve`, labelled with the reference)."""
+    from gguftpl.stores import is_ref, resolve
+
+    out: list[tuple[str, str | None, Any]] = []
+    batch: list[str | os.PathLike[str]] = []  # paths between references: collected together, so deduplicated
+    for raw in [*paths, None]:
+        if raw is None or (isinstance(raw, str) and is_ref(raw)):
+            out += [(f, None, None) for f in collect_paths(batch)] if batch else []
+            batch = []
+            if raw is not None:
+                model = resolve(raw)
+                out.append((model.path, model.ref, model))
+        else:
+            batch.append(raw)
+    return out
+
+
 def audit_paths(
     paths: Iterable[str | os.PathLike[str]],
     options: AuditOptions | None = None,
@@ -495,22 +520,23 @@ def audit_paths(
     cache: AnalysisCache | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> AuditRun:
-    """Audit files and directories (recursively, ``*.gguf``). Raises ``UsageError`` for a missing path
-    or an unknown selector; every per-file problem is a finding in the returned run. ``progress(done, total,
-    path)`` before each file (``done`` files audited so far) and once after the last."""
+    """Audit files, directories (recursively, ``*.gguf``) and model references (``ollama://NAME``, …, named
+    after the reference). Raises ``UsageError`` for a missing path or an unknown selector, ``StoreError`` for a
+    reference its store cannot give safely; every per-file problem is a finding in the returned run.
+    ``progress(done, total, label)`` before each file (``done`` files audited so far) and once after the last."""
     start = time.perf_counter()
     options = options or AuditOptions()
     engine = options.engine
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
-    todo = collect_paths(paths)
-    for i, p in enumerate(todo):
+    todo = _targets(paths)
+    for i, (p, label, store) in enumerate(todo):
         if progress is not None:
-            progress(i, len(todo), str(p))
-        run.files.append(audit_file(p, options, cache=cache))
+            progress(i, len(todo), label or str(p))
+        run.files.append(audit_file(p, options, label=label, cache=cache, store=store))
     if progress is not None and todo:
-        progress(len(todo), len(todo), str(todo[-1]))
+        progress(len(todo), len(todo), todo[-1][1] or str(todo[-1][0]))
     run.analyses = cache.misses - misses_before
     run.llamacpp_checks = cache.parse_checks - checks_before
     run.llamacpp_check = (

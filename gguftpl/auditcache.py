@@ -70,6 +70,11 @@ class AnalysisCache:
         """The other Jinja engines to ask (``hfjs``, ``minijinja/tgi``, ...): None for every one, () for none. Only
         the installed ones are asked; a runtime whose engine is missing says so in the runtime view."""
 
+    @property
+    def gathered(self) -> int:
+        """Templates whose facts were gathered (rendered) afresh, not read from memory or the disk."""
+        return self._facts.gathered
+
     def _other_engines(self, engine: str) -> tuple[tuple[str, str], ...]:
         """(engine id, version) of the installed other engines this audit asks (none with ``--engine hf-only``)."""
         if engine == "hf-only":

@@ -49,3 +49,9 @@ class UsageError(GGUFTplError):
 class EngineInstallError(GGUFTplError):
     """An engine that is not a Python package (``@huggingface/jinja`` under Node.js, Ollama's Go worker) could not
     be installed: no Node.js or npm, the registry unreachable, the download not the pinned one."""
+
+
+class StoreError(GGUFTplError):
+    """A model reference (``ollama://``, ``lmstudio://``, ``hf-cache://``) cannot be resolved in its store: the
+    store or the model is not there, or the store is hostile (a manifest naming a blob outside it, a digest that
+    does not match its blob, a symlink loop, a manifest past its size cap, a sparse blob)."""

@@ -10,6 +10,7 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
           stand-in vs --live (the model answers): time and peak RSS
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
   bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
+  scan    gguftpl scan of a home with 50 models (25 Ollama tags, 25 LM Studio files): cold, then warm
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
 are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
@@ -603,6 +604,49 @@ def bench_remote(work: Path, runs: int) -> str:
     )
 
 
+def make_store_home(home: Path, n: int = 50) -> Path:
+    """A home whose Ollama store and LM Studio folder hold ``n`` models, written as the runtimes write them
+    (tests/ollama_store.py): Hermes-2-Pro GGUFs under Ollama's curated ChatML TEMPLATE, plain ChatML ones in LM
+    Studio, each file distinct (its own seed), so every blob is hashed and every header read."""
+    from tests.conftest import CHATML, DATA, build_gguf
+    from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, ollama_model
+
+    if (home / "done").exists():
+        return home
+    hermes = DATA / "hermes"
+    templates = {
+        "default": (hermes / "NousResearch-Hermes-2-Pro-Mistral-7B.default.jinja").read_text(encoding="utf-8"),
+        "tool_use": (hermes / "NousResearch-Hermes-2-Pro-Mistral-7B.tool_use.jinja").read_text(encoding="utf-8"),
+    }
+    src = home.parent / "store-src"
+    src.mkdir(parents=True, exist_ok=True)
+    for i in range(n // 2):
+        g = build_gguf(src / f"h{i}.gguf", templates=templates, seed=i + 1)
+        ollama_model(home / ".ollama" / "models", f"hermes-{i}", g, template=CHATML_GO, params=CHATML_PARAMS)
+        p = build_gguf(src / f"p{i}.gguf", templates={"default": CHATML}, seed=i + 1000)
+        lmstudio_model(home, f"pub/M{i}-GGUF/m{i}.gguf", p)
+    (home / "done").write_text("")
+    return home
+
+
+def bench_scan(work: Path, runs: int) -> str:
+    """``gguftpl scan`` of 50 models: cold (an empty facts cache, every blob hashed) and warm (issue 22: a store
+    of 50 models audits warm in under 2 s, and a warm run renders nothing)."""
+    home = make_store_home(work / "store-home")
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE")}
+    env.update(HOME=str(home), HF_HOME=str(home / "hf"), HF_HUB_OFFLINE="1", GGUFTPL_CACHE_DIR=str(work / "scan-cache"))
+    cmd = [str(BIN / "gguftpl"), "scan", "--format", "json"]
+    shutil.rmtree(work / "scan-cache", ignore_errors=True)
+    cold = run(cmd, env)
+    warm = median_runs({"warm": lambda: run(cmd, env)}, runs)["warm"]
+    rows = [["gguftpl scan", "time", "peak RSS", "models", "analysed", "TEMPLATEs rendered", "bytes hashed"]]
+    for label, (dt, rss, text) in (("cold", cold), (f"warm (median of {runs})", warm)):
+        doc = json.loads(text)
+        rows.append([label, f"{dt:.2f} s", f"{rss} MiB", str(len(doc["models"])), str(doc["analysed"]),
+                     str(doc["go_rendered"]), str(doc["bytes_hashed"])])  # fmt: skip
+    return "### Scan of the stores (target: 50 models warm < 2 s, nothing rendered)\n\n" + table(rows)
+
+
 SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "header": bench_header,
     "patch": bench_patch,
@@ -610,6 +654,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "verify": bench_verify,
     "remote": bench_remote,
     "bigfolder": bench_big_folder,
+    "scan": bench_scan,
 }
 
 

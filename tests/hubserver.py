@@ -445,12 +445,23 @@ def _walk(rev_dir: Path) -> list[str]:
     return [p.relative_to(rev_dir).as_posix() for p in rev_dir.rglob("*") if p.is_file()]
 
 
+_LFS_SHA256: dict[tuple[str, int, int], str] = {}
+
+
 def _etag(p: Path) -> str:
     st = p.stat()
     if st.st_size <= 10 * _CHUNK:
         return git_blob_sha1(p.read_bytes())
-    # big files: a cheap, stable stand-in for the LFS sha256
-    return hashlib.sha256(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()
+    # big files: the LFS etag, the content's sha256 as the Hub gives it (huggingface_hub names the cache blob by
+    # it), hashed once per file version
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _LFS_SHA256:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        _LFS_SHA256[key] = h.hexdigest()
+    return _LFS_SHA256[key]
 
 
 def _parse_range(header: str, size: int) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ ALLOWED = {
     "gguf": BASE | {"gguf"},
     "engines": BASE | {"gguf", "engines"},
     "templates": BASE | {"gguf", "engines", "templates", "findings"},
+    "stores": BASE | {"stores", "templates"},
 }
 """Package -> the top-level gguftpl modules and packages its modules may import."""
 

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "engines": "engines_cmd",
     "cache": "cache_cmd",
     "catalog": "catalog_cmd",
+    "scan": "scan_cmd",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

@@ -138,6 +138,11 @@ def command(
     URL: only its header is fetched, with HTTP Range requests (HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE
     apply). For a split GGUF, the first shard (which holds the metadata) is read.
 
+    PATH may also be a model a runtime already has: ollama://NAME[:TAG], lmstudio://PUBLISHER/REPO[/FILE] or
+    hf-cache://ORG/REPO[@REV][/FILE] (read in place from $OLLAMA_MODELS, LM Studio's models folder, the Hugging
+    Face cache; every blob checked against its digest). Findings name the reference; an Ollama model's row
+    follows its manifest (the TEMPLATE Ollama renders, its stop parameters).
+
     --repo ORG/REPO[@REV] audits every GGUF of a Hub repo that way and adds repo-level findings (GT55x): a
     quant missing a template the others carry, templates or special tokens that differ between quants,
     drift from the upstream model, incomplete split sets. --repo-check runs the same checks on a local

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import click
 
+from gguftpl.cli.modelarg import MODEL
 from gguftpl.cli.output import echo, echo_json, width_option
 
 
 @click.command("diff")
-@click.argument("file", metavar="FILE_OR_URL")
+@click.argument("file", type=MODEL, metavar="FILE_OR_URL")
 @click.option("--hub", "hub", metavar="REPO[@REV]", help="Compare with this Hugging Face repo (at a revision).")
 @click.option("--revision", metavar="REV", help="Branch, tag or commit of --hub (default main).")
 @click.option(

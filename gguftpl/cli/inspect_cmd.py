@@ -7,12 +7,13 @@ import sys
 
 import click
 
+from gguftpl.cli.modelarg import MODEL, store_model
 from gguftpl.cli.output import echo, echo_json, use_color, width_option
 from gguftpl.errors import UsageError
 
 
 @click.command("inspect")
-@click.argument("files", nargs=-1, required=False)
+@click.argument("files", nargs=-1, required=False, type=MODEL)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--template", "template_name", metavar="NAME", help="Only this template (default, tool_use, …).")
 @click.option("--raw", is_flag=True, help="With --template: print the exact template bytes, nothing else.")
@@ -30,7 +31,9 @@ def command(
     """Show what a GGUF says about chat: templates, special tokens, provenance (header only).
 
     FILE may be local, hf://ORG/REPO/FILE.gguf[@REV] or an https://…/resolve/… URL (header fetched with
-    HTTP Range requests; JSON then carries a "remote" object with the bytes and requests it cost).
+    HTTP Range requests; JSON then carries a "remote" object with the bytes and requests it cost), or a model
+    reference: ollama://NAME[:TAG], lmstudio://PUBLISHER/REPO[/FILE], hf-cache://ORG/REPO[@REV][/FILE] (JSON then
+    carries a "store" object: the blob, the Ollama layers).
     """
     from gguftpl.inspect import SCHEMA_VERSION, inspect_file, inspect_text
 
@@ -50,6 +53,10 @@ def command(
     if raw and len(files) != 1:
         raise UsageError("--raw takes exactly one file")
     reports = [inspect_file(f, template_name) for f in files]
+    for f, (info, _) in zip(files, reports, strict=True):
+        model = store_model(f)
+        if model is not None:  # the reference the user gave, not the blob's hash
+            info["path"], info["store"] = model.ref, model.to_dict()
     if raw and template_name:
         sys.stdout.buffer.write(reports[0][1].templates[template_name].text.encode("utf-8"))
         return

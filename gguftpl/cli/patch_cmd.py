@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import echo, width_option
 from gguftpl.errors import PatchError, UsageError
 
@@ -114,7 +115,7 @@ def upstream_source(
 
 
 @click.command("patch")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=LOCAL_MODEL)
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
 @click.option("--template", "templates", multiple=True, metavar="NAME=PATH", help="Set template NAME from a file.")
 @click.option("--remove", "remove", multiple=True, metavar="NAME", help="Remove template NAME.")
@@ -148,6 +149,20 @@ def upstream_source(
     "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
 )
 @width_option
+@click.option(
+    "--ollama-modelfile",
+    "modelfile_dir",
+    metavar="DIR",
+    help="For ollama://NAME: write DIR/Modelfile, FROM the model's GGUF with a TEMPLATE that renders its tools "
+    "(proven by Ollama's Go engine on the probe conversations) and its PARAMETER stop lines, and print the "
+    "`ollama create` command. Nothing in Ollama's store is written.",
+)
+@click.option(
+    "--ollama-from",
+    "modelfile_from",
+    metavar="GGUF",
+    help="With --ollama-modelfile: the GGUF the Modelfile's FROM names (a repaired copy), instead of the model's blob.",
+)
 def command(
     file: str,
     out: str | None,
@@ -167,6 +182,8 @@ def command(
     accept_differences: bool = False,
     allow_new_errors: bool = False,
     accept_family: bool = False,
+    modelfile_dir: str | None = None,
+    modelfile_from: str | None = None,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
@@ -183,14 +200,16 @@ def command(
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
-    options = PatchOptions(
-        in_place=in_place,
-        force=force,
-        provenance=not no_provenance,
-        audit=not no_audit,
-        allow_new_errors=allow_new_errors,
-    )
+    keep = {"provenance": not no_provenance, "audit": not no_audit, "allow_new_errors": allow_new_errors}
+    options = PatchOptions(in_place=in_place, force=force, **keep)
+    if modelfile_dir is not None or modelfile_from is not None:
+        from gguftpl.cli.ollamafix import write_modelfile
+
+        others = bool(templates or remove or in_place or out or tools_in_default or from_hub or from_catalog)
+        write_modelfile(file, modelfile_dir, modelfile_from, force, others)
+        return
     source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
+    _refuse_store_writes(file, out, in_place)
     if accept_differences and not tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
     if tools_in_default:
@@ -223,6 +242,47 @@ def command(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress)
     echo(result_text(result), nl=False)
+    _store_note(file, out)
+
+
+def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
+    """A model from a store is read, never written: no ``--in-place`` (an Ollama blob is named by its content, an
+    HF snapshot is shared by every revision that has the file), and no output inside Ollama's or the cache's
+    folder. An LM Studio copy may go into its models folder: that is where LM Studio finds it."""
+    from gguftpl.cli.modelarg import store_model
+
+    model = store_model(file)
+    if model is None:
+        return
+    if in_place:
+        raise UsageError(f"{model.ref} is in {model.store}'s store: it is never patched in place; give -o OUT.gguf")
+    if out is not None and model.content_addressed:
+        real_out = os.path.realpath(os.path.dirname(os.path.abspath(out)))
+        top = os.path.realpath(model.root)
+        if os.path.commonpath([real_out, top]) == top:
+            raise UsageError(f"-o {out} is inside {model.store}'s store ({top}); write the repaired copy elsewhere")
+
+
+def _store_note(file: str, out: str | None) -> None:
+    """Where the runtime whose store the source came from finds the repaired copy."""
+    from gguftpl.cli.modelarg import store_model
+
+    model = store_model(file)
+    if model is None or out is None:
+        return
+    if model.store == "ollama":
+        echo(
+            f"Ollama runs the copy once imported: gguftpl patch {model.ref} --ollama-modelfile DIR --ollama-from {out}"
+        )
+    elif model.store == "lmstudio":
+        top = os.path.realpath(model.root)
+        where = os.path.relpath(os.path.realpath(out), top)
+        if not where.startswith("..") and where.count(os.sep) >= 2:
+            echo(f"LM Studio lists the copy as lmstudio://{where.replace(os.sep, '/')}")
+        else:
+            echo(f"LM Studio lists the copy once it is in {top}{os.sep}PUBLISHER{os.sep}REPO{os.sep}")
+    else:
+        echo(f"the cached {model.ref} is unchanged; point the runtime at {out} (llama-server -m {out})")
 
 
 def _tools_in_default(
@@ -262,6 +322,7 @@ def _tools_in_default(
     with progress_bar(file) as progress:
         result = run_patch(plan, out, options, progress=progress, tools_default=made)
     echo(result_text(result), nl=False)
+    _store_note(file, out)
 
 
 def _say_nothing_to_change(plan: Any) -> None:

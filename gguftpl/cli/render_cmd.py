@@ -7,12 +7,13 @@ from typing import Any
 
 import click
 
+from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import echo, use_color, width_option
 from gguftpl.cli.tool_options import open_from_options, pop_tool_source_options, tool_source_options
 
 
 @click.command("render")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=LOCAL_MODEL)
 @click.option(
     "--template",
     "template",

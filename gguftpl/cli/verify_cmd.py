@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import StderrProgress, echo, echo_json, width_option
 from gguftpl.cli.tool_options import (
     open_from_options,
@@ -29,7 +30,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
 
 @click.command("verify")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=LOCAL_MODEL)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
@@ -140,6 +141,13 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     finally:
         if sources is not None:
             sources.close()
+    from gguftpl.cli.modelarg import store_model
+
+    store = store_model(file)
+    if store is not None:  # the reference the user gave, not the blob's hash
+        import dataclasses
+
+        result = dataclasses.replace(result, path=store.ref)
     audited = _file_audit(file)
     view = audited.runtimes if audited is not None else None
     repair = audited.repair if audited is not None else None
@@ -162,8 +170,11 @@ def _file_audit(path: str) -> Any:
     installed engine is asked: each row is its own runtime's engine's answer."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.auditcache import AnalysisCache
+    from gguftpl.cli.modelarg import store_model
 
-    fa = audit_file(path, AuditOptions(select=("GT7",)), cache=AnalysisCache.on_disk())
+    store = store_model(path)
+    label = store.ref if store is not None else None
+    fa = audit_file(path, AuditOptions(select=("GT7",)), label=label, cache=AnalysisCache.on_disk(), store=store)
     return fa if fa.runtimes is not None else None
 
 

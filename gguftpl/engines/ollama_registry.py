@@ -101,7 +101,11 @@ def registry() -> tuple[tuple[str, str], ...]:
 
 @functools.lru_cache(maxsize=64)
 def curated(name: str) -> Curated:
-    text = _read(f"{name}.gotmpl")
+    return go_template(name, _read(f"{name}.gotmpl"))
+
+
+def go_template(name: str, text: str) -> Curated:
+    """A Go template's tool facts read statically (a curated one, or a model's own TEMPLATE layer)."""
     reads = bool(re.search(r"\.Tools\b", text))
     round_trip = (
         reads

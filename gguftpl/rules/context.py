@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gguftpl.gguf.templateset import TemplateSet
     from gguftpl.repair import Repair
     from gguftpl.runtimes.view import RuntimeView
+    from gguftpl.stores import StoreModel
     from gguftpl.templates.facts import TemplateFacts, VocabFacts
 
 
@@ -41,6 +42,9 @@ class FileContext:
     """Named templates not analysed (past the bound on distinct texts)."""
     max_analysed: int = 0
     """That bound, for the message."""
+    store: StoreModel | None = None
+    """The runtime store the file was found in (``gguftpl.stores``): an Ollama model's manifest decides Ollama's
+    row of the runtime view."""
 
     def at(self, key: str | None = None, line: int | None = None, column: int | None = None) -> Location:
         return Location(self.file, key, line, column)
@@ -125,7 +129,13 @@ class FileContext:
         from gguftpl.runtimes.view import runtime_view
 
         texts = {n: t.text for n, t in self.tset.templates.items()} if self.tset is not None else None
-        return runtime_view(self.templates, texts)
+        manifest = None
+        if self.store is not None and self.store.ollama is not None and texts is not None:
+            from gguftpl.runtimes.ollamamanifest import OllamaManifest
+
+            manifest = OllamaManifest(self.store.ollama, self.store.ref.removeprefix("ollama://"))
+        specials = (self.special_text("bos"), self.special_text("eos"))
+        return runtime_view(self.templates, texts, manifest, specials)
 
     def special_text(self, role: str) -> str:
         from gguftpl.gguf.templateset import special_token_text

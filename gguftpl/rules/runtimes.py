@@ -91,7 +91,13 @@ def ollama_advertises_unrendered_tools(ctx: FileContext) -> Iterator[Finding]:
     o = ctx.runtimes.ollama
     if not o.advertises_tools or o.tools_rendered is not False:
         return
-    what = f"its curated '{o.match}' template" if o.substituted else "the GGUF's default"
+    what = (
+        f"its curated '{o.match}' template"
+        if o.substituted
+        else "the model's TEMPLATE layer"
+        if o.renders == "template"
+        else "the GGUF's default"
+    )
     yield ctx.finding(
         OLLAMA_ADVERTISES_UNRENDERED_TOOLS,
         f"Ollama would advertise the tools capability (the template text contains 'tools' or 'tool_call'), but "
@@ -99,6 +105,48 @@ def ollama_advertises_unrendered_tools(ctx: FileContext) -> Iterator[Finding]:
         key="tokenizer.chat_template",
         evidence=runtime_lines(ctx),
         fix=_fix(ctx),
+        runtime="Ollama",
+        ollama=o.to_dict(),
+    )
+
+
+OLLAMA_TEMPLATE_DROPS_TOOLS = register(
+    Rule(
+        "GT703",
+        "ollama-template-drops-tools",
+        Severity.WARNING,
+        "A model Ollama already has loses the tools there, while its GGUF's own template renders them.",
+        why="`ollama create` (or `ollama pull`) gave the model a Go TEMPLATE layer, and Ollama renders that instead of "
+        "the GGUF's Jinja: a TEMPLATE that never reads `.Tools` makes Ollama answer every tools request with HTTP "
+        '400 "does not support tools", one that reads it but prints nothing drops them silently. The GGUF itself '
+        "is fine for the other runtimes: its `tool_use` (or its default) renders the schemas. Judged from the "
+        "model's manifest (`ollama://NAME`), the TEMPLATE rendered by Ollama's Go engine on the probe conversations.",
+        example="`ollama create hermes -f Modelfile` from a Hermes-2-Pro GGUF: its ChatML default is replaced by "
+        "Ollama's curated `chatml.gotmpl`, which has no `.Tools`, while the GGUF's `tool_use` renders them.",
+        fix="Give the model a TEMPLATE that renders the tools: `gguftpl patch ollama://NAME --ollama-modelfile DIR` "
+        "writes a Modelfile (FROM the GGUF, the TEMPLATE proven by the Go engine, the PARAMETER stop lines) and "
+        "prints the `ollama create` command.",
+    )
+)
+
+
+@check(OLLAMA_TEMPLATE_DROPS_TOOLS, "file")
+def ollama_template_drops_tools(ctx: FileContext) -> Iterator[Finding]:
+    from gguftpl.runtimes.view import reaches
+
+    o = ctx.runtimes.ollama
+    if ctx.store is None or ctx.store.ollama is None or o.renders != "template" or o.tools_rendered is not False:
+        return
+    default_renders = reaches(next((t for t in ctx.templates if t.name == "default"), None))
+    if not (ctx.runtimes.tool_use_renders or default_renders):
+        return
+    own = "its default" if default_renders else "its tool_use"
+    row = ctx.runtimes.row("ollama")
+    yield ctx.finding(
+        OLLAMA_TEMPLATE_DROPS_TOOLS,
+        f"Ollama drops the tools of {ctx.store.ref}: {row.reason}; the GGUF's own template ({own}) renders them",
+        evidence=runtime_lines(ctx) + "\n\nTEMPLATE layer:\n" + (ctx.store.ollama.template or "")[:2000],
+        fix=f"gguftpl patch {ctx.quoted()} --ollama-modelfile DIR",
         runtime="Ollama",
         ollama=o.to_dict(),
     )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gguftpl.engines.ollama_registry import OllamaPrediction
+    from gguftpl.runtimes.ollamamanifest import OllamaManifest
     from gguftpl.runtimes.profiles import RuntimeProfile
     from gguftpl.templates.facts import TemplateFacts
 
@@ -88,16 +89,29 @@ def reaches(t: TemplateFacts | None) -> bool | None:
     return False if t.tools_static is False else None
 
 
-def runtime_view(templates: Sequence[TemplateFacts], texts: Mapping[str, str] | None) -> RuntimeView:
+def runtime_view(
+    templates: Sequence[TemplateFacts],
+    texts: Mapping[str, str] | None,
+    manifest: OllamaManifest | None = None,
+    specials: tuple[str, str] = ("", ""),
+) -> RuntimeView:
     """The view of a file whose templates have these facts and texts (name -> text; None when only the facts
-    are at hand, e.g. a bare template: then Ollama's choice is unknown)."""
+    are at hand, e.g. a bare template: then Ollama's choice is unknown). ``manifest``: the file is a model Ollama
+    already has, and its row follows that model's manifest (:mod:`gguftpl.runtimes.ollamamanifest`) instead of
+    predicting what ``ollama create`` would do; ``specials``: the file's bos and eos texts."""
     from gguftpl.engines import ollama_registry as ollama
     from gguftpl.runtimes.profiles import PROFILES
 
     facts = {t.name: t for t in templates}
     names = dict(texts) if texts is not None else {t.name: "" for t in templates}
     default, tool_use = facts.get("default"), facts.get("tool_use")
-    if texts is None:
+    ollama_row: RuntimeRow | None = None
+    if manifest is not None:
+        from gguftpl.runtimes.ollamamanifest import manifest_row
+        from gguftpl.runtimes.profiles import profile
+
+        ollama_row, prediction = manifest_row(profile("ollama"), facts, names, manifest, specials)
+    elif texts is None:
         prediction = ollama.unknown("the template's text is not at hand")
     else:
         prediction = ollama.predict(texts.get("default"), _engine_reaches(default, "llamacpp"))
@@ -105,7 +119,7 @@ def runtime_view(templates: Sequence[TemplateFacts], texts: Mapping[str, str] | 
     for p in PROFILES:
         if p.based_on == LLAMACPP and p.template_choice == "tool_use_with_tools":
             continue  # a host that does what llama.cpp does: named on llama.cpp's row
-        row = _row(p, facts, names, prediction)
+        row = ollama_row if ollama_row is not None and p.id == "ollama" else _row(p, facts, names, prediction)
         rows.append(_with_parser(row, p, facts))
     return RuntimeView(tuple(rows), prediction, bool(reaches(tool_use)))
 

@@ -49,7 +49,6 @@ def ask_engines(
 
 def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, Any]) -> EngineFacts:
     from gguftpl.engines import registry
-    from gguftpl.engines.base import OVERRUN, RenderRequest
 
     engine = registry.get(engine_id)
     available = registry.availability(engine_id)
@@ -65,11 +64,20 @@ def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, 
         if found is None:
             return EngineFacts(engine_id, version=available.version)
         curated, text = found[0], ollama.curated(found[0]).text
+    return _render_facts(engine_id, engine, available.version, text, bos, eos, specials, curated)
+
+
+def _render_facts(
+    engine_id: str, engine: Any, version: str, text: str, bos: str, eos: str, specials: dict[str, Any], template: str
+) -> EngineFacts:
+    """``engine``'s facts for ``text`` loaded and rendered on :data:`ASKED_PROBES` (``template``: what the facts
+    say was rendered in the template's place, '' for the template itself)."""
+    from gguftpl.engines.base import OVERRUN, RenderRequest
+
+    curated = template
     err = engine.load(text)
     if err is not None:
-        return EngineFacts(
-            engine_id, version=available.version, load_error=err.message, load_line=err.line, template=curated
-        )
+        return EngineFacts(engine_id, version=version, load_error=err.message, load_line=err.line, template=curated)
     variables = {**specials, "bos_token": bos, "eos_token": eos}
     shapes = {name: (msgs, tools, agp) for name, msgs, tools, agp in probes.engine_probes()}
     requests = [RenderRequest(shapes[p][0], shapes[p][1], shapes[p][2], variables) for p in ASKED_PROBES]
@@ -87,12 +95,51 @@ def _ask_one(engine_id: str, text: str, bos: str, eos: str, specials: dict[str, 
         reads_tools = "tools" in names if names is not None else None
     return EngineFacts(
         engine_id,
-        version=available.version,
+        version=version,
         renders=renders,
         tools_in_prompt=engine_tools_verdict(renders.get(probes.TOOLS)),
         template=curated,
         reads_tools=reads_tools,
     )
+
+
+GO_RENDERS = [0]
+"""Go TEMPLATEs rendered by :func:`go_template_facts` in this process (the rest came from the cache)."""
+
+
+def go_template_facts(
+    text: str, bos: str = "", eos: str = "", specials: Mapping[str, Any] | None = None
+) -> EngineFacts:
+    """Ollama's Go engine's facts for a Go ``TEMPLATE`` taken as it is (a manifest's template layer, a Modelfile's
+    ``TEMPLATE``), rendered on :data:`ASKED_PROBES`, with ``.Tools`` among its ``Vars()`` (Ollama's tools
+    capability) in ``reads_tools``. Kept in the facts cache folder under the text, the tokens and the code's
+    identity, so a warm run renders nothing."""
+    import hashlib
+    from dataclasses import asdict
+
+    from gguftpl.engines import registry
+    from gguftpl.templates.cachedisk import CacheFolder
+    from gguftpl.templates.facts import _decode
+    from gguftpl.templates.factstore import cache_folder, code_identity
+
+    available = registry.availability("ollama")
+    if not available.installed:
+        return EngineFacts("ollama", installed=False, unknown=available.unknown_reason())
+    extra = tuple(sorted((specials or {}).items()))
+    key = repr((code_identity(), available.version, hashlib.sha256(text.encode()).hexdigest(), bos, eos, extra))
+    folder = cache_folder()
+    disk = CacheFolder(folder) if folder is not None else None
+    found = disk.read("gotemplates", key) if disk is not None else None
+    if found is not None:
+        try:
+            return _decode(EngineFacts, found)  # type: ignore[no-any-return]
+        except (TypeError, ValueError, KeyError):
+            disk.remove("gotemplates", key)  # type: ignore[union-attr]
+    facts = _render_facts("ollama", registry.get("ollama"), available.version, text, bos, eos, dict(extra), "")
+    GO_RENDERS[0] += 1
+    if disk is not None and facts.installed and not facts.unknown:
+        disk.write("gotemplates", key, asdict(facts))
+    return facts
 
 
 def engine_facts(t: TemplateFacts, engine_id: str) -> EngineFacts | None:

@@ -163,6 +163,8 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
         self._warning = warning
         self.disk_hits = 0
         self.disk_writes = 0
+        self.gathered = 0
+        """Template facts gathered (rendered) by this process, not read back."""
 
     @property
     def disk(self) -> CacheFolder | None:
@@ -218,6 +220,7 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
 
     def __setitem__(self, key: FactsKey, facts: TemplateFacts) -> None:
         self._memory[key] = facts
+        self.gathered += 1
         disk = self.disk
         if disk is not None and disk.write("templates", self._name(key), facts.to_dict()):
             self.disk_writes += 1

@@ -1,0 +1,65 @@
+"""``gguftpl patch ollama://NAME --ollama-modelfile DIR``: audit the model as Ollama runs it, write the Modelfile
+whose TEMPLATE renders its tools (``gguftpl.runtimes.modelfile``, proven by Ollama's Go engine first) into DIR, and
+print the ``ollama create`` command. Nothing in Ollama's store is written."""
+
+from __future__ import annotations
+
+import os
+
+from gguftpl.cli.output import echo
+from gguftpl.errors import UsageError
+
+__all__ = ["write_modelfile"]
+
+
+def _specials(path: str) -> tuple[str, str]:
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset, special_token_text
+
+    header = read_header(path)
+    try:
+        tset = load_templateset(header)
+        return special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    finally:
+        header.close()
+
+
+def write_modelfile(file: str, folder: str | None, source: str | None, force: bool, others: bool = False) -> None:
+    """``others``: options that patch the GGUF were given too (refused: this writes a Modelfile only)."""
+    from gguftpl.audit import AuditOptions, audit_file
+    from gguftpl.auditcache import AnalysisCache
+    from gguftpl.cli.modelarg import store_model
+    from gguftpl.report import write_atomic
+    from gguftpl.runtimes.modelfile import ollama_modelfile
+    from gguftpl.safeio import check_regular
+
+    if folder is None:
+        raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
+    if others:
+        raise UsageError("--ollama-modelfile writes a Modelfile only; patch the GGUF first, then name it --ollama-from")
+    model = store_model(file)
+    if model is None or model.ollama is None:
+        raise UsageError("--ollama-modelfile takes a model Ollama has: ollama://NAME[:TAG]")
+    if source is not None:
+        check_regular(source, what="--ollama-from GGUF")
+        source = os.path.abspath(source)
+    top = os.path.realpath(model.root)
+    where = os.path.realpath(os.path.abspath(folder))
+    if os.path.commonpath([where, top]) == top:
+        raise UsageError(f"--ollama-modelfile {folder} is inside Ollama's store ({top}); write it elsewhere")
+    options = AuditOptions(select=("GT7",))
+    fa = audit_file(model.path, options, label=model.ref, cache=AnalysisCache.on_disk(), store=model)
+    mf = ollama_modelfile(model, fa.templates, _specials(model.path), source)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "Modelfile")
+    if os.path.lexists(path) and not force:
+        raise UsageError(f"{path} exists; use --force to overwrite it")
+    write_atomic(path, mf.text)
+    row = fa.runtimes.row("ollama") if fa.runtimes is not None else None
+    if row is not None:
+        echo(f"{model.ref}: Ollama now: {row.reason}")
+    for line in mf.proof:
+        echo(f"  proven: {line}")
+    echo(f"  stop: {', '.join(mf.stops) or 'none'}")
+    echo(f"wrote {path} (FROM {source or model.path}); nothing in Ollama's store was changed")
+    echo(f"run: {mf.command(path)}")

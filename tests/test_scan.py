@@ -1,0 +1,113 @@
+"""`gguftpl scan` on a home with the three stores, written as the runtimes write them (an HF cache made by
+huggingface_hub itself against the local Hub): every model listed once, exit 1 when one drops tools, a warm re-run
+renders nothing, a hostile store is an error row and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHATML, DATA, build_gguf
+from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, manifest_path, ollama_model, write_manifest
+
+HERMES = DATA / "hermes"
+
+
+@pytest.fixture
+def home(tmp_path: Path, hub) -> Path:  # type: ignore[no-untyped-def]
+    from huggingface_hub import hf_hub_download
+
+    h = tmp_path / "home"
+    h.mkdir()
+    templates = {
+        "default": (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.default.jinja").read_text(encoding="utf-8"),
+        "tool_use": (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.tool_use.jinja").read_text(encoding="utf-8"),
+    }
+    hermes = build_gguf(tmp_path / "hermes.gguf", templates=templates)
+    plain = build_gguf(tmp_path / "plain.gguf", templates={"default": CHATML})
+    root = h / ".ollama" / "models"
+    ollama_model(root, "hermes-test", hermes, template=CHATML_GO, params=CHATML_PARAMS)
+    ollama_model(root, "hermes-test", hermes, tag="v1", template=CHATML_GO, params=CHATML_PARAMS)  # one blob
+    ollama_model(root, "plain", plain)
+    lmstudio_model(h, "pub/Hermes-GGUF/hermes-Q4.gguf", hermes)
+    hub.add_file("org/Plain-GGUF", "plain-Q8_0.gguf", plain)
+    hf_hub_download("org/Plain-GGUF", "plain-Q8_0.gguf", endpoint=hub.url, cache_dir=h / ".cache/huggingface/hub")
+    return h
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE", "OLLAMA_GO_TEMPLATE")}
+    # the home's own facts cache: cold means cold, whatever other tests have cached
+    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"), GGUFTPL_CACHE_DIR=str(home / "gguftpl"))
+    cmd = [sys.executable, "-m", "gguftpl", "scan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=home)
+
+
+def test_scan_lists_every_model_once_and_a_warm_run_renders_nothing(home: Path) -> None:
+    cold = run(home, "--format", "json")
+    assert cold.returncode == 1, cold.stderr
+    doc = json.loads(cold.stdout)
+    refs = [m["ref"] for m in doc["models"]]
+    assert refs == [
+        "ollama://hermes-test:latest",
+        "ollama://plain:latest",
+        "lmstudio://pub/Hermes-GGUF/hermes-Q4.gguf",
+        "hf-cache://org/Plain-GGUF/plain-Q8_0.gguf",
+    ]
+    first = doc["models"][0]
+    assert first["also"] == ["ollama://hermes-test:v1"] and first["runtimes"]["ollama"] == "refused"
+    assert (
+        "Ollama" in first["drops_tools"]
+        and first["fix"] == "gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR"
+    )
+    assert doc["models"][1]["drops_tools"] == []  # plain ChatML: nothing to drop
+    assert doc["models"][3]["upstream_repo"] == "org/Plain-GGUF"
+    assert doc["analysed"] > 0 and doc["go_rendered"] == 1 and doc["bytes_hashed"] > 0
+    warm = run(home, "--format", "json")
+    assert warm.returncode == 1
+    again = json.loads(warm.stdout)
+    assert [m["ref"] for m in again["models"]] == refs
+    assert (again["analysed"], again["go_rendered"], again["bytes_hashed"]) == (0, 0, 0)
+
+
+def test_scan_text_table_and_store_filter(home: Path) -> None:
+    r = run(home, "--store", "ollama")
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["MODEL", "STORE", "SIZE"] and "Ollama" in lines[0]
+    assert any(line.startswith("ollama://hermes-test:latest") and line.rstrip().endswith("400") for line in lines)
+    assert "  fix: gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR" in lines
+    assert not any("lmstudio://" in line for line in lines)
+
+
+def test_a_hostile_store_is_an_error_row_and_exit_2(home: Path) -> None:
+    root = home / ".ollama" / "models"
+    evil = {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "0" * 64, "size": 3}
+    write_manifest(root, manifest_path(root, "evil"), [evil])
+    r = run(home, "--store", "ollama", "--format", "json")
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    assert [p["ref"] for p in doc["problems"]] == ["ollama://evil:latest"]
+    assert "ollama://hermes-test:latest" in [m["ref"] for m in doc["models"]]
+
+
+def test_scan_path_llamacpp_cache_and_empty_home(tmp_path: Path, home: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    build_gguf(folder / "x.gguf", templates={"default": CHATML})
+    empty = tmp_path / "empty-home"
+    cached = build_gguf(tmp_path / "y.gguf", templates={"default": CHATML})
+    (empty / ".cache" / "llama.cpp").mkdir(parents=True)
+    os.replace(cached, empty / ".cache" / "llama.cpp" / "org_Y-GGUF_y.gguf")  # llama.cpp's -hf file naming
+    r = run(empty, "--path", str(folder), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    models = json.loads(r.stdout)["models"]
+    assert [(m["ref"], m["store"]) for m in models] == [
+        (str(empty / ".cache" / "llama.cpp" / "org_Y-GGUF_y.gguf"), "llama.cpp"),
+        (str(folder / "x.gguf"), "path"),
+    ]

@@ -1,0 +1,118 @@
+"""Model references wherever a GGUF path goes (inspect, audit, diff, render, verify, patch), through the real
+command in a child process whose HOME holds the stores (tests/ollama_store.py writes them as the runtimes do)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHATML, build_gguf
+from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, manifest_path, ollama_model, write_manifest
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    gguf = build_gguf(tmp_path / "src.gguf", templates={"default": CHATML})
+    ollama_model(h / ".ollama" / "models", "hermes-test", gguf, template=CHATML_GO, params=CHATML_PARAMS)
+    lmstudio_model(h, "pub/Tiny-GGUF/tiny.gguf", gguf)
+    return h
+
+
+def run(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE")}
+    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"))
+    cmd = [sys.executable, "-m", "gguftpl", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=cwd or home)
+
+
+def test_inspect_names_the_reference(home: Path) -> None:
+    r = run(home, "inspect", "--format", "json", "ollama://hermes-test", "lmstudio://pub/Tiny-GGUF")
+    assert r.returncode == 0, r.stderr
+    files = json.loads(r.stdout)["files"]
+    assert [f["path"] for f in files] == ["ollama://hermes-test:latest", "lmstudio://pub/Tiny-GGUF/tiny.gguf"]
+    assert files[0]["store"]["ollama"]["template"] == CHATML_GO
+    assert files[0]["templates"][0]["length"] == len(CHATML.encode())
+
+
+def test_audit_findings_name_the_reference_not_the_blob(home: Path) -> None:
+    r = run(home, "audit", "--format", "json", "--exit-zero", "ollama://hermes-test", "lmstudio://pub/Tiny-GGUF")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [f["path"] for f in doc["files"]] == ["ollama://hermes-test:latest", "lmstudio://pub/Tiny-GGUF/tiny.gguf"]
+    assert "sha256-" not in r.stdout
+
+
+def test_render_and_diff_take_references(home: Path) -> None:
+    r = run(home, "render", "--raw", "ollama://hermes-test")
+    assert r.returncode == 0, r.stderr
+    assert "<|im_start|>user" in r.stdout
+    upstream = home / "upstream"
+    upstream.mkdir()
+    config = {"chat_template": CHATML, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}
+    (upstream / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    d = run(home, "diff", "--format", "json", "--no-behaviour", "lmstudio://pub/Tiny-GGUF", "--upstream", str(upstream))
+    assert d.returncode in (0, 1), d.stderr
+    assert json.loads(d.stdout)["templates"][0]["name"] == "default"
+
+
+def test_verify_takes_a_reference(home: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    r = run(home, "verify", "--format", "json", "ollama://hermes-test")
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["path"] == "ollama://hermes-test:latest" and "sha256-" not in r.stdout
+    (ollama,) = [row for row in doc["runtimes"] if row["id"] == "ollama"]
+    assert ollama["template"] == "TEMPLATE layer (Go)" and ollama["outcome"] == "refused"
+
+
+def test_patch_never_writes_into_a_store(home: Path, tmp_path: Path) -> None:
+    new = tmp_path / "t.jinja"
+    new.write_text(CHATML + "{# x #}", encoding="utf-8")
+    r = run(home, "patch", "ollama://hermes-test", "--in-place", "--template", f"default={new}")
+    assert r.returncode == 2 and "never patched in place" in r.stderr and len(r.stderr.splitlines()) == 1
+    inside = home / ".ollama" / "models" / "fixed.gguf"
+    r = run(home, "patch", "ollama://hermes-test", "-o", str(inside), "--template", f"default={new}")
+    assert r.returncode == 2 and "inside ollama's store" in r.stderr and not inside.exists()
+    out = tmp_path / "fixed.gguf"
+    r = run(home, "patch", "ollama://hermes-test", "-o", str(out), "--template", f"default={new}", "--no-audit")
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and f"--ollama-modelfile DIR --ollama-from {out}" in r.stdout
+    copy = home / ".lmstudio" / "models" / "pub" / "Tiny-GGUF" / "tiny-fixed.gguf"
+    r = run(home, "patch", "lmstudio://pub/Tiny-GGUF/tiny.gguf", "-o", str(copy), "--template", f"default={new}")
+    assert r.returncode == 0, r.stderr
+    assert "LM Studio lists the copy as lmstudio://pub/Tiny-GGUF/tiny-fixed.gguf" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["inspect", "audit", "render"])
+def test_hostile_manifest_is_one_line_exit_2(home: Path, tmp_path: Path, command: str) -> None:
+    root = home / ".ollama" / "models"
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"GGUF" + b"\0" * 64)
+    write_manifest(
+        root,
+        manifest_path(root, "evil"),
+        [{"mediaType": "application/vnd.ollama.image.model", "digest": f"../../../{secret.name}", "size": 68}],
+    )
+    before = secret.stat().st_atime_ns
+    r = run(home, command, "ollama://evil")
+    assert r.returncode == 2, r.stdout
+    assert len(r.stderr.splitlines()) == 1 and "not a sha256 digest" in r.stderr
+    assert secret.stat().st_atime_ns == before
+
+
+def test_blob_not_matching_its_name_is_one_line_exit_2(home: Path) -> None:
+    blobs = home / ".ollama" / "models" / "blobs"
+    model = max(blobs.iterdir(), key=lambda p: p.stat().st_size)  # the GGUF, the largest blob
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    r = run(home, "audit", "ollama://hermes-test")
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "does not match its name" in r.stderr

@@ -43,7 +43,9 @@ def home(tmp_path: Path, hub) -> Path:  # type: ignore[no-untyped-def]
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE", "OLLAMA_GO_TEMPLATE")}
     # the home's own facts cache: cold means cold, whatever other tests have cached
-    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"), GGUFTPL_CACHE_DIR=str(home / "gguftpl"))
+    # (the facts cache not named "gguftpl": `python -m gguftpl` runs in home, which comes first on its path)
+    hf_home = str(home / ".cache" / "huggingface")
+    env.update(HOME=str(home), HF_HOME=hf_home, GGUFTPL_CACHE_DIR=str(home / "facts-cache"))
     cmd = [sys.executable, "-m", "gguftpl", "scan", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=home)
 
@@ -70,6 +72,7 @@ def test_scan_lists_every_model_once_and_a_warm_run_renders_nothing(home: Path) 
     assert doc["analysed"] > 0 and doc["go_rendered"] == 1 and doc["bytes_hashed"] > 0
     warm = run(home, "--format", "json")
     assert warm.returncode == 1
+    assert warm.stdout, warm.stderr
     again = json.loads(warm.stdout)
     assert [m["ref"] for m in again["models"]] == refs
     assert (again["analysed"], again["go_rendered"], again["bytes_hashed"]) == (0, 0, 0)

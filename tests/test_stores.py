@@ -164,7 +164,11 @@ def test_hf_cache_made_by_huggingface_hub(home: Path, tmp_path: Path, hub) -> No
         tmp_path / "big.gguf", templates={"default": CHATML}, extra_kv={"general.description": "x" * 700_000}
     )
     hub.add_file("org/Tiny-GGUF", "tiny-Q8_0.gguf", big)
-    cached = hf_hub_download("org/Tiny-GGUF", "tiny-Q8_0.gguf", endpoint=hub.url)
+    from gguftpl.hubenv import cache_dir
+
+    # the cache folder of this environment (huggingface_hub fixes its own default when first imported, which in
+    # a long test process was under another HOME)
+    cached = hf_hub_download("org/Tiny-GGUF", "tiny-Q8_0.gguf", endpoint=hub.url, cache_dir=cache_dir())
     m = resolve("hf-cache://org/Tiny-GGUF")
     assert m.ref == "hf-cache://org/Tiny-GGUF/tiny-Q8_0.gguf" and m.upstream_repo == "org/Tiny-GGUF"
     assert m.path == os.path.realpath(cached) and len(Path(m.path).name) == 64

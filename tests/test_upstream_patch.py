@@ -116,8 +116,10 @@ def test_dry_run_only_and_no_provenance(samples_dir: Path, hub: HubServer, tmp_p
     hub.add_repo(HERMES, {"tokenizer_config.json": tokenizer_config(hermes())})
     home = tmp_path / "hf"
     out = tmp_path / "o.gguf"
-    dry = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run"], hub, home)
+    dry = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run", "--show-diff"], hub, home)
     assert dry.returncode == 0 and "dry run" in dry.stdout and "+++ upstream:" in dry.stdout
+    short = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run"], hub, home)
+    assert short.returncode == 0 and "dry run" in short.stdout and "+++ upstream:" not in short.stdout
     assert not out.exists() and list(tmp_path.glob("*.gguf")) == []
 
     only = gguftpl(
@@ -283,7 +285,7 @@ def test_plan_from_upstream_is_the_patching_plan(make_gguf, tmp_path: Path) -> N
     )
     assert all(plan.set_kv[k] == v for k, v in plan.extra_kv.items())
     assert stale in plan.remove_keys
-    text = plan_text(plan)
+    text = plan_text(plan, show_diff=True)
     assert text.startswith(f"plan for {src}: templates from {up.label} (catalog)\n")
     assert f"+++ upstream:{up.label}:tool_use" in text
     assert f"  remove    {stale}\n" in text

@@ -55,6 +55,15 @@ def progress_bar(path: str) -> Iterator[Any]:
         yield update
 
 
+def wants_diff(plan: Any, show_diff: bool) -> bool:
+    """``--show-diff``, or a diff short enough to read on a terminal."""
+    if show_diff:
+        return True
+    from gguftpl.patchtext import PLAN_DIFF_LINES, diff_line_count
+
+    return sys.stdout.isatty() and diff_line_count(plan) <= PLAN_DIFF_LINES
+
+
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option(
@@ -129,6 +138,12 @@ def upstream_source(
 @click.option("--in-place", is_flag=True, help="Replace FILE itself (still via a temp file and rename).")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
+@click.option(
+    "--show-diff",
+    is_flag=True,
+    help="Show the plan's diff of every template and list every other key (by default one line per template; "
+    "a short diff is shown on a terminal anyway).",
+)
 @upstream_options
 @click.option(
     "--tools-in-default",
@@ -169,12 +184,14 @@ def command(
     accept_differences: bool = False,
     allow_new_errors: bool = False,
     accept_family: bool = False,
+    show_diff: bool = False,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
-    REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
-    gguftpl.patch.* and the output is re-audited: the findings before and after are shown. A patch whose
+    REPO, --from-catalog [ID]). Every way, the plan is shown (one line per template; --show-diff for its
+    diff), provenance is recorded under gguftpl.patch.* and the output is re-audited: the findings before and
+    after are shown. A patch whose
     templates would add error findings is refused before anything is written (--allow-new-errors).
 
     --tools-in-default (alone, or after --from-hub/--from-catalog) rewrites the default so that runtimes
@@ -198,7 +215,7 @@ def command(
     if tools_in_default:
         if templates or remove:
             raise UsageError("--tools-in-default cannot be combined with --template/--remove; patch twice instead")
-        _tools_in_default(file, out, source, only, options, dry_run, accept_differences)
+        _tools_in_default(file, out, source, only, options, dry_run, accept_differences, show_diff)
         return
     if source is None:
         unused = [name for name, v in (("revision", revision), ("only", only)) if v]
@@ -217,7 +234,7 @@ def command(
         echo(f"{file}: {plan.how_found}")
     else:
         plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
-    echo(plan_text(plan), nl=False)
+    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
     if dry_run:
         echo("dry run: nothing written")
         return
@@ -234,6 +251,7 @@ def _tools_in_default(
     options: Any,
     dry_run: bool,
     accept: bool,
+    show_diff: bool = False,
 ) -> None:
     """plan (and prove by rendering) -> print plan and proof -> refuse differences unless accepted -> carry out."""
     from gguftpl.patching import plan_tools_in_default, resolve_output, run_patch
@@ -249,7 +267,7 @@ def _tools_in_default(
         echo(f"gguftpl: {w}", err=True)
     if source is not None:
         echo(f"{file}: {plan.how_found}")
-    echo(plan_text(plan), nl=False)
+    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
     if made is None:
         echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
     else:

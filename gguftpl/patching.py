@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.beforeafter import AuditSummary, identity, summarize  # noqa: F401 - the before/after, read from here too
 from gguftpl.errors import PatchError, UsageError
+from gguftpl.gguf.conversion import conversion_key
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.regioncopy import ProgressFn
 from gguftpl.gguf.rewrite import RewriteProof, rewrite
@@ -102,11 +103,12 @@ def run_patch(
     *,
     progress: ProgressFn | None = None,
     tools_default: ToolsDefault | None = None,
+    cache: Any = None,
 ) -> PatchResult:
     """Carry out ``plan``: write ``plan.path`` with it to ``out`` (or over the input with ``in_place``), prove
     the output, and audit before and after. A plan from upstream that changes no template writes nothing.
     ``tools_default`` is the proof of a ``--tools-in-default`` plan (:func:`plan_tools_in_default`), carried
-    into the result."""
+    into the result. ``cache`` (an in-memory ``AnalysisCache``) is shared by the patches of one folder."""
     out_s = resolve_output(plan.path, out, in_place=options.in_place, force=options.force)
     if plan.upstream is not None and not plan.changes:
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
@@ -117,28 +119,56 @@ def run_patch(
     # the three audits share what they learn of the templates they have in common, and the cache folder keeps
     # it for the audits that follow; but the gate's decision (GT1xx/GT4xx/GT606) and the fix lines never come
     # from the cache: every fact this patch acts on is gathered here (issue 27)
-    cache = AnalysisCache.on_disk(read_disk=False)
+    cache = cache if cache is not None else AnalysisCache.on_disk(read_disk=False)
+    input_audit = gate_patch(plan, out_s, options, cache)
+    proof, readback = write_planned(plan, out_s, options, progress)
+    return patch_result(plan, out_s, proof, readback, input_audit, options, cache, tools_default)
+
+
+def gate_patch(plan: PatchPlan, out: str, options: PatchOptions, cache: Any) -> FileAudit:
+    """Audit the input, and refuse a plan that adds error findings (unless ``allow_new_errors``): nothing is
+    written yet. The input's audit, for the before/after."""
     input_audit = _audit(plan.path, cache)
-    audited = tuple(input_audit.findings)
     if not options.allow_new_errors:
-        _refuse_new_errors(plan, out_s, audited, cache)
-    before = audited if options.audit else None
+        _refuse_new_errors(plan, out, tuple(input_audit.findings), cache)
+    return input_audit
+
+
+def write_planned(
+    plan: PatchPlan, out: str, options: PatchOptions, progress: ProgressFn | None = None
+) -> tuple[RewriteProof, dict[str, str]]:
+    """Write the plan (atomically, tensor bytes proven) and read it back: (proof, name -> sha256 read back).
+    Touches no audit: the writes of a folder run in threads."""
     proof = rewrite(
         plan.path,
-        out_s,
+        out,
         set_kv=plan.set_kv,
         remove=plan.remove_keys,
         overwrite=options.in_place or options.force,
         progress=progress,
         permissions=output_permissions(plan.path, in_place=options.in_place),
     )
-    readback = _read_back(plan, out_s)
-    output_audit = _audit(out_s, cache) if options.audit else None
+    return proof, _read_back(plan, out)
+
+
+def patch_result(
+    plan: PatchPlan,
+    out: str,
+    proof: RewriteProof,
+    readback: dict[str, str],
+    input_audit: FileAudit,
+    options: PatchOptions,
+    cache: Any,
+    tools_default: ToolsDefault | None = None,
+) -> PatchResult:
+    """Audit the output written and put the before/after together."""
+    before = tuple(input_audit.findings) if options.audit else None
+    output_audit = _audit(out, cache) if options.audit else None
     after = tuple(output_audit.findings) if output_audit is not None else None
     summary = summarize(before, after) if before is not None and after is not None else None
     return PatchResult(
         plan,
-        out_s,
+        out,
         proof,
         True,
         readback,
@@ -400,13 +430,16 @@ def plan_upstream_patch(
     only: Sequence[str] | None = None,
     remove: Sequence[str] = (),
     provenance: bool = True,
+    resolve: Any = None,
 ) -> PatchPlan:
-    """Resolve ``source`` for the GGUF ``src`` and plan copying its templates (see ``plan_from_upstream``)."""
+    """Resolve ``source`` for the GGUF ``src`` and plan copying its templates (see ``plan_from_upstream``).
+    ``resolve(tset, source)`` resolves instead of ``resolve_upstream`` (a folder patch fetches upstream once)."""
     from gguftpl.upstream.resolve import resolve_upstream
 
     with read_header(src) as header:
         tset = load_templateset(header)
-        up = resolve_upstream(tset, source)  # matching a catalog entry may read the vocabulary: the file is open
+        # matching a catalog entry may read the vocabulary: the file is open
+        up = (resolve or resolve_upstream)(tset, source)
     if up.config.origin == "catalog" and not only:
         only = _keep_working(tset, up.config)
         if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
@@ -453,59 +486,58 @@ def plan_tools_in_default(
     remove: Sequence[str] = (),
     provenance: bool = True,
     llamacpp: bool = True,
+    resolve: Any = None,
+    made: dict[Any, Any] | None = None,
 ) -> tuple[PatchPlan, ToolsDefault | None]:
     """Plan ``patch --tools-in-default`` (after copying ``source``'s templates when given): the default becomes
     ``{% if tools %}`` + tool_use + ``{% else %}`` + default, proven by rendering (``runtimes.toolsdefault``)
     before anything is written; check ``result.proof`` (``refuse_unless_accepted``) before carrying it out.
     With ``source``, an upstream default that already renders the tools is written as it is (None for the
-    proof)."""
+    proof). A folder patch passes ``resolve`` (see ``plan_upstream_patch``) and ``made``, a dict that keeps each
+    proof by what it was made from (the texts, BOS, EOS and the conversion the file is), for the next quant."""
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import NoToolUseError, tools_in_default
+    from gguftpl.runtimes.toolsdefault import NoToolUseError, no_tool_use_message, tools_in_default
 
     with read_header(src) as header:
         tset = load_templateset(header)
+        conversion = conversion_key(header) if made is not None else None
     texts = {n: t.text for n, t in tset.templates.items()}
-    base = plan_upstream_patch(src, source, only=only, remove=remove, provenance=False) if source else None
+    base = (
+        plan_upstream_patch(src, source, only=only, remove=remove, provenance=False, resolve=resolve)
+        if source
+        else None
+    )
     if base is not None:
         texts.update({it.name: it.new_text for it in base.items if it.new_text is not None})
         for it in base.items:
             if it.action == REMOVE:
                 texts.pop(it.name, None)
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    key = (tuple(sorted(texts.items())), bos, eos, llamacpp, conversion)
     try:
-        made = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+        if made is not None and conversion is not None and key in made:
+            made_here = made[key]
+        else:
+            made_here = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+            if made is not None and conversion is not None:
+                made[key] = made_here
     except NoToolUseError:
         if base is None:
             raise
-        raise PatchError(_no_tool_use(base)) from None  # not "bring upstream's": that is what was asked
+        raise PatchError(no_tool_use_message(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):
             raise
         return (add_provenance(base) if provenance else base), None  # upstream's default carries the tools
     written = {it.name: it.new_text for it in base.items if it.new_text is not None} if base is not None else {}
-    plan = plan_patch(src, {**written, "default": made.new_default}, remove)
+    plan = plan_patch(src, {**written, "default": made_here.new_default}, remove)
     if base is not None:
         plan = replace(plan, upstream=base.upstream, how_found=base.how_found)
     if provenance:
-        plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made, layered=base is None)
-    return plan, made
-
-
-def _no_tool_use(base: PatchPlan) -> str:
-    """Why ``--tools-in-default`` after upstream's templates has nothing to carry: upstream has no tool_use, and
-    its default (copied or not) puts no tool schema in the prompt."""
-    from gguftpl.repair import NO_TOOL_TEMPLATE
-
-    up = base.upstream
-    who = f"upstream {up.label}" if up is not None else "upstream"
-    names = ", ".join(sorted(up.templates)) if up is not None else ""
-    return (
-        f"--tools-in-default: {who} has no tool_use template (its templates: {names or 'none'}) and its default "
-        f"puts no tool schema in the prompt, so there is nothing to carry into the default: {NO_TOOL_TEMPLATE}; "
-        "nothing written"
-    )
+        plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made_here, layered=base is None)
+    return plan, made_here
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:

@@ -23,9 +23,7 @@ TOOL_PREFIX = "GT2"
 SEVERITIES = ("error", "warning", "info")
 
 
-def plan_text(
-    plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int | None = PLAN_DIFF_LINES
-) -> str:
+def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
     """The plan of any patch: one row per template (action, sizes, sha256 prefixes, catalog status) and a line
     for the other keys set or removed; ``show_diff`` adds a unified diff per change (capped at
     ``max_diff_lines``) and lists the other keys one by one."""

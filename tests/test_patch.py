@@ -315,8 +315,20 @@ def test_patch_text_by_default_is_one_line_per_template_then_the_findings(sample
     start = next(i for i, line in enumerate(lines) if line.startswith("plan for "))
     rows = lines[start + 1 : start + 4]
     assert rows[0].startswith("  replace   default      tokenizer.chat_template ") and "catalog CORROBORATED" in rows[0]
-    assert rows[1].split() == ["add", "tool_use", "tokenizer.chat_template.tool_use", "-", "->",
-                               f"{len(HERMES_TOOL_USE.encode()):,}", "B", "-", "->", tool_sha, "catalog", "PROXY"]
+    assert rows[1].split() == [
+        "add",
+        "tool_use",
+        "tokenizer.chat_template.tool_use",
+        "-",
+        "->",
+        f"{len(HERMES_TOOL_USE.encode()):,}",
+        "B",
+        "-",
+        "->",
+        tool_sha,
+        "catalog",
+        "PROXY",
+    ]
     assert rows[2].startswith("  other keys: 13 set, 0 removed (12 of them gguftpl.patch.* provenance;")
     assert lines[start + 4] == f"wrote {tmp_path / 'a.gguf'}"
     assert not any(line.startswith(("+++", "---", "@@")) for line in lines)

@@ -131,8 +131,8 @@ def upstream_source(
 
 
 @click.command("patch")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
+@click.argument("paths", nargs=-1, required=True, metavar="FILE | DIR...")
+@click.option("-o", "--output", "out", type=click.Path(), help="Where to write the patched GGUF (for folders: OUTDIR).")
 @click.option("--template", "templates", multiple=True, metavar="NAME=PATH", help="Set template NAME from a file.")
 @click.option("--remove", "remove", multiple=True, metavar="NAME", help="Remove template NAME.")
 @click.option("--in-place", is_flag=True, help="Replace FILE itself (still via a temp file and rename).")
@@ -157,6 +157,12 @@ def upstream_source(
     is_flag=True,
     help="With --tools-in-default: write even when a probe prompt of the new default differs (shown).",
 )
+@click.option(
+    "--jobs",
+    type=int,
+    default=None,
+    help="Folders: files written at once (default: one per core, at most 4).",
+)
 @click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
 @click.option("--no-audit", is_flag=True, help="Skip the before/after report (the check for new errors still runs).")
 @click.option(
@@ -166,7 +172,7 @@ def upstream_source(
     "sandbox escape, GT606 llama.cpp refuses it); by default such a patch is refused before anything is written.",
 )
 def command(
-    file: str,
+    paths: tuple[str, ...],
     out: str | None,
     templates: tuple[str, ...],
     remove: tuple[str, ...],
@@ -185,6 +191,7 @@ def command(
     allow_new_errors: bool = False,
     accept_family: bool = False,
     show_diff: bool = False,
+    jobs: int | None = None,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
@@ -197,7 +204,35 @@ def command(
     --tools-in-default (alone, or after --from-hub/--from-catalog) rewrites the default so that runtimes
     reading only tokenizer.chat_template get the tools too; the new default is rendered on probe conversations
     through transformers and llama.cpp first, and any prompt that differs from the old one refuses the patch.
+
+    DIR...: every GGUF under the folders with one plan (split sets as sets), -o OUTDIR or --in-place, --jobs N
+    files at once; a file that fails is reported and the others done (exit 1); files already patched are
+    skipped; one table at the end, then the folder checks (GT55x) on the result.
     """
+    if len(paths) != 1 or os.path.isdir(paths[0]):
+        from gguftpl.cli.patchfolder_cmd import run_folder
+
+        run_folder(
+            paths,
+            out,
+            in_place=in_place,
+            source=upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family),
+            templates=templates,
+            remove=remove,
+            only=only,
+            tools_in_default=tools_in_default,
+            accept_differences=accept_differences,
+            force=force,
+            dry_run=dry_run,
+            provenance=not no_provenance,
+            audit=not no_audit,
+            allow_new_errors=allow_new_errors,
+            jobs=jobs,
+        )
+        return
+    if jobs is not None:
+        raise UsageError("--jobs goes with folders (patch DIR...)")
+    file = paths[0]
     from gguftpl.patching import PatchOptions, plan_upstream_patch, resolve_output, run_patch
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text

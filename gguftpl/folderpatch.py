@@ -301,6 +301,7 @@ def patch_folder(
     each file is done. Per-file failures are results (``FolderFile.status == "failed"``), never raised."""
     from dataclasses import replace
 
+    from gguftpl.auditcache import AnalysisCache
     from gguftpl.upstream.resolve import UpstreamSource
 
     roots = [os.fspath(f) for f in ([folders] if isinstance(folders, (str, os.PathLike)) else folders)]
@@ -327,21 +328,19 @@ def patch_folder(
         source, templates or {}, remove, template_files, only, tools_in_default, accept_differences, opts.provenance
     )
     result = FolderPatch(tuple(roots), tuple(outs))
-    result.files = _run(units, planner, opts, jobs, on_file)
+    cache = AnalysisCache.on_disk(read_disk=False)
+    result.files = _run(units, planner, opts, jobs, on_file, cache)
     result.how_found, result.warnings = planner.how_found, planner.warnings
     if checks:
-        result.checks = _folder_checks(outs, jobs)
+        result.checks = _folder_checks(outs, jobs, cache)
     return result
 
 
 def _run(
-    units: list[_Unit], planner: _Planner, opts: PatchOptions, jobs: int, on_file: FileDone | None
+    units: list[_Unit], planner: _Planner, opts: PatchOptions, jobs: int, on_file: FileDone | None, cache: Any
 ) -> list[FolderFile]:
     """Plan and gate each file here, write in the pool (at most ``2 * jobs`` waiting), audit each output here
     as its write ends. An interrupt cancels the writes not started; those under way end (atomically)."""
-    from gguftpl.auditcache import AnalysisCache
-
-    cache = AnalysisCache.on_disk(read_disk=False)
     done: list[FolderFile] = []
 
     def report(files: list[FolderFile]) -> None:
@@ -537,12 +536,12 @@ def _failed(unit: _Unit, exc: BaseException) -> list[FolderFile]:
     ]
 
 
-def _folder_checks(outs: Sequence[str], jobs: int) -> list[Finding]:
+def _folder_checks(outs: Sequence[str], jobs: int, cache: Any) -> list[Finding]:
     """GT55x on each output folder, as ``audit --repo-check`` reports them."""
     from gguftpl.repo.audit import audit_local_dir
 
     found: list[Finding] = []
     for folder in outs:
-        ra = audit_local_dir(folder, jobs=jobs)
+        ra = audit_local_dir(folder, jobs=jobs, cache=cache)
         found += [f for f in ra.findings if f.code.startswith("GT55")]
     return found

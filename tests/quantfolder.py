@@ -39,7 +39,9 @@ def make_quant_folder(folder: Path, *, data_bytes: int = 0, quants: tuple[str, .
 
     folder.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
-    blob = [("blob", (data_bytes,), 24, random.Random(7).randbytes(data_bytes))] if data_bytes else []
+    block = random.Random(7).randbytes(1 << 20)  # repeated: randbytes stops at 256 MiB; cp and clones care not
+    data = (block * (data_bytes // len(block) + 1))[:data_bytes]
+    blob = [("blob", (data_bytes,), 24, data)] if data_bytes else []
     for q in quants:
         made.append(_quant(folder / f"Hermes-2-Pro-Mistral-7B-{q}.gguf", _kv(q), blob))
     first = folder / f"{SPLIT}-00001-of-00002.gguf"

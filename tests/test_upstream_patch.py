@@ -241,7 +241,9 @@ def test_real_smollm2_gets_the_hermes_tool_use_template(corpus_file, hub: HubSer
     assert p.returncode == 0, p.stdout + p.stderr
     # the default is already upstream's: a keep row with the file's own sha256
     own_sha = hashlib.sha256(own.encode()).hexdigest()[:12]
-    assert re.search(rf"^  keep +default +tokenizer\.chat_template +{own_sha} \(identical\)$", p.stdout, re.M), p.stdout
+    assert re.search(
+        rf"^  keep +default +tokenizer\.chat_template +[\d,]+ B +{own_sha} \(identical\)$", p.stdout, re.M
+    ), p.stdout
     assert tool_errors(out) == []
     assert data_digest(out) == data_digest(src)
     after = load_templateset(read_header(out))
@@ -258,7 +260,11 @@ def test_upstream_that_agrees_writes_nothing(samples_dir: Path, tmp_path: Path) 
     assert res.exit_code == 0, res.output
     ts = load_templateset(read_header(src))
     for name, t in ts.templates.items():
-        assert re.search(rf"^  keep +{name} +{re.escape(t.key)} +{t.sha256[:12]} \(identical\)$", res.output, re.M)
+        assert re.search(
+            rf"^  keep +{name} +{re.escape(t.key)} +{len(t.text.encode()):,} B +{t.sha256[:12]} \(identical\)$",
+            res.output,
+            re.M,
+        )
     assert "no template changes" in res.output and res.output.endswith("nothing written\n")
     assert "other keys:" not in res.output  # no provenance for a patch that changes nothing
     assert not out.exists()

@@ -254,10 +254,10 @@ class _Planner:
                 refuse_unless_accepted(made, self.accept)
             return plan, made
         if self.source is not None:
-            only = self.only
-            return plan_upstream_patch(
-                path, self.source, only=only, provenance=self.provenance, resolve=self.resolve
-            ), None
+            plan = plan_upstream_patch(
+                path, self.source, only=self.only, remove=self.remove, provenance=self.provenance, resolve=self.resolve
+            )
+            return plan, None
         plan = plan_from_files(path, self.texts, self.remove, template_files=self.files, provenance=self.provenance)
         return plan, None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
@@ -322,7 +322,7 @@ def upstream_unchecked(repo: RepoFacts) -> Iterator[Finding]:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _joined(name: str, text: str, ups: dict[str, str]) -> bool:
+def _joined(name: str, text: str, ups: Mapping[str, str]) -> bool:
     """A default that is upstream's tool_use and default joined by ``patch --tools-in-default`` (``{% if tools
     %}`` tool_use ``{% else %}`` default) is upstream's own templates, not a drift from them."""
     if name != "default" or "tool_use" not in ups or "default" not in ups:

@@ -133,9 +133,19 @@ class AuditRun:
         threshold = Severity(fail_on).rank
         return [f for f in self.findings if f.severity.rank >= threshold]
 
-    def exit_code(self, fail_on: Severity | str = Severity.ERROR) -> int:
-        """0 when nothing is at or above ``fail_on``, 1 otherwise (2 is for usage errors, raised earlier)."""
-        return 1 if self.failing(fail_on) else 0
+    @property
+    def unreadable(self) -> list[FileAudit]:
+        """Files with a GT001 (no GGUF gguftpl can read: empty, truncated, another format, a vocabulary that is no
+        UTF-8): bad input, reported with every other file and ending the run with exit 2 (none when GT001 is not
+        selected: ``--ignore GT001``)."""
+        return [fa for fa in self.files if any(f.code == "GT001" for f in fa.findings)]
+
+    def exit_code(self, fail_on: Severity | str = Severity.ERROR, *, exit_zero: bool = False) -> int:
+        """2 when a file could not be read as a GGUF (bad input, whatever ``exit_zero`` says); else 0 when
+        nothing is at or above ``fail_on`` (or ``exit_zero``), 1 otherwise. Usage errors are raised earlier."""
+        if self.unreadable:
+            return 2
+        return 0 if exit_zero or not self.failing(fail_on) else 1
 
     def rule(self, code: str) -> Rule | None:
         return self.rules.get(code) or _registered_rule(code)

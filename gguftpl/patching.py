@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from gguftpl.beforeafter import AuditSummary, identity, summarize  # noqa: F401 - the before/after, read from here too
 from gguftpl.errors import PatchError, UsageError
+from gguftpl.gguf.conversion import conversion_key
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.regioncopy import ProgressFn
 from gguftpl.gguf.rewrite import RewriteProof, rewrite
 from gguftpl.gguf.templateset import load_templateset
-from gguftpl.gguf.writer import Permissions
+from gguftpl.patchoutput import output_permissions, resolve_output
 from gguftpl.patchplan import (
     PROVENANCE_PREFIX,
     REMOVE,
@@ -105,26 +106,32 @@ def run_patch(
     *,
     progress: ProgressFn | None = None,
     tools_default: ToolsDefault | None = None,
+    cache: Any = None,
 ) -> PatchResult:
     """Carry out ``plan``: write ``plan.path`` with it to ``out`` (or over the input with ``in_place``), prove
     the output, and audit before and after. A plan from upstream that changes no template writes nothing.
     ``tools_default`` is the proof of a ``--tools-in-default`` plan (:func:`plan_tools_in_default`), carried
-    into the result."""
+    into the result. ``cache`` (an in-memory ``AnalysisCache``) is shared by the patches of one folder."""
     out_s = resolve_output(plan.path, out, in_place=options.in_place, force=options.force)
     if plan.agrees:
         return PatchResult(plan, None, None, tools_default=tools_default)  # upstream agrees: not an error
     if plan.writes_nothing:
         raise PatchError(NOTHING_TO_CHANGE)
     if not options.in_place:
-        return _carry_out(plan, out_s, options, progress, tools_default)
+        return _carry_out(plan, out_s, options, progress, tools_default, cache)
     from gguftpl.gguf.inplace import locked_in_place
 
     with locked_in_place(out_s, plan.planned_from):  # a second patch of the file waits, then finds it changed
-        return _carry_out(plan, out_s, options, progress, tools_default)
+        return _carry_out(plan, out_s, options, progress, tools_default, cache)
 
 
 def _carry_out(
-    plan: PatchPlan, out_s: str, options: PatchOptions, progress: ProgressFn | None, tools_default: ToolsDefault | None
+    plan: PatchPlan,
+    out_s: str,
+    options: PatchOptions,
+    progress: ProgressFn | None,
+    tools_default: ToolsDefault | None,
+    cache: Any,
 ) -> PatchResult:
     """Audit the input, refuse new errors, write, read back, audit the output."""
     from gguftpl.auditcache import AnalysisCache
@@ -132,28 +139,56 @@ def _carry_out(
     # the three audits share what they learn of the templates they have in common, and the cache folder keeps
     # it for the audits that follow; but the gate's decision (GT1xx/GT4xx/GT606) and the fix lines never come
     # from the cache: every fact this patch acts on is gathered here (issue 27)
-    cache = AnalysisCache.on_disk(read_disk=False)
+    cache = cache if cache is not None else AnalysisCache.on_disk(read_disk=False)
+    input_audit = gate_patch(plan, out_s, options, cache)
+    proof, readback = write_planned(plan, out_s, options, progress)
+    return patch_result(plan, out_s, proof, readback, input_audit, options, cache, tools_default)
+
+
+def gate_patch(plan: PatchPlan, out: str, options: PatchOptions, cache: Any) -> FileAudit:
+    """Audit the input, and refuse a plan that adds error findings (unless ``allow_new_errors``): nothing is
+    written yet. The input's audit, for the before/after."""
     input_audit = _audit(plan.path, cache)
-    audited = tuple(input_audit.findings)
     if not options.allow_new_errors:
-        _refuse_new_errors(plan, out_s, audited, cache)
-    before = audited if options.audit else None
+        _refuse_new_errors(plan, out, tuple(input_audit.findings), cache)
+    return input_audit
+
+
+def write_planned(
+    plan: PatchPlan, out: str, options: PatchOptions, progress: ProgressFn | None = None
+) -> tuple[RewriteProof, dict[str, str]]:
+    """Write the plan (atomically, tensor bytes proven) and read it back: (proof, name -> sha256 read back).
+    Touches no audit: the writes of a folder run in threads."""
     proof = rewrite(
         plan.path,
-        out_s,
+        out,
         set_kv=plan.set_kv,
         remove=plan.remove_keys,
         overwrite=options.in_place or options.force,
         progress=progress,
         permissions=output_permissions(plan.path, in_place=options.in_place),
     )
-    readback = _read_back(plan, out_s)
-    output_audit = _audit(out_s, cache) if options.audit else None
+    return proof, _read_back(plan, out)
+
+
+def patch_result(
+    plan: PatchPlan,
+    out: str,
+    proof: RewriteProof,
+    readback: dict[str, str],
+    input_audit: FileAudit,
+    options: PatchOptions,
+    cache: Any,
+    tools_default: ToolsDefault | None = None,
+) -> PatchResult:
+    """Audit the output written and put the before/after together."""
+    before = tuple(input_audit.findings) if options.audit else None
+    output_audit = _audit(out, cache) if options.audit else None
     after = tuple(output_audit.findings) if output_audit is not None else None
     summary = summarize(before, after) if before is not None and after is not None else None
     return PatchResult(
         plan,
-        out_s,
+        out,
         proof,
         True,
         readback,
@@ -237,51 +272,6 @@ def _read_back(plan: PatchPlan, out: str) -> dict[str, str]:
     if not (items_ok and keys_ok):
         raise PatchError(f"read-back of {out} does not match the templates written")
     return {n: t.sha256 for n, t in after.templates.items()}
-
-
-def resolve_output(src: str, out: str | os.PathLike[str] | None, *, in_place: bool = False, force: bool = False) -> str:
-    """The output path, after refusing every unsafe combination (checked before any work is done)."""
-    from gguftpl.safeio import check_output_folder, check_regular, kind_of
-
-    check_regular(src, what="GGUF file", error=PatchError)  # a FIFO or /dev/zero is named as what it is
-    if in_place:
-        if out is not None and not _same_file(src, os.fspath(out)):
-            raise PatchError("--in-place writes over the input; do not also give -o")
-        # through a symlink (a Hugging Face cache snapshot -> blob) the model is the file it points at
-        out_s = os.path.realpath(src)
-    else:
-        if out is None:
-            raise PatchError("give -o OUT, or --in-place to replace the input")
-        out_s = os.fspath(out)
-        if not out_s:
-            raise PatchError("-o: the output path is empty")
-        if _same_file(src, out_s):
-            raise PatchError("output is the input file; use --in-place to replace it (still atomic)")
-        if os.path.lexists(out_s):
-            if not force:
-                raise PatchError(f"{out_s} exists; use --force to overwrite it")
-            out_s = os.path.realpath(out_s)
-    check_output_folder(out_s, error=PatchError)  # a typo in -o is refused before the plan, not after it
-    kind = kind_of(out_s)
-    if kind is not None:
-        # renaming over a device node, FIFO or folder would destroy it, not write into it
-        raise PatchError(f"{out_s} exists and is {kind}, not a regular file; refusing to replace it")
-    return out_s
-
-
-def output_permissions(src: str, *, in_place: bool) -> Permissions:
-    """The output's permissions: ``--in-place`` keeps the input's mode, owner and group (the file is the same
-    model, replaced); a new output (``-o``, with ``--force`` too) gets the input's read/write/execute bits less
-    the umask, so a private model never becomes readable by more people than it was."""
-    st = os.stat(src)
-    return Permissions.kept(st) if in_place else Permissions.like(st)
-
-
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
 
 
 # ---------------------------------------------------------------------------------------------- one call each
@@ -416,13 +406,16 @@ def plan_upstream_patch(
     only: Sequence[str] | None = None,
     remove: Sequence[str] = (),
     provenance: bool = True,
+    resolve: Any = None,
 ) -> PatchPlan:
-    """Resolve ``source`` for the GGUF ``src`` and plan copying its templates (see ``plan_from_upstream``)."""
+    """Resolve ``source`` for the GGUF ``src`` and plan copying its templates (see ``plan_from_upstream``).
+    ``resolve(tset, source)`` resolves instead of ``resolve_upstream`` (a folder patch fetches upstream once)."""
     from gguftpl.upstream.resolve import resolve_upstream
 
     with read_header(src) as header:
         tset = load_templateset(header)
-        up = resolve_upstream(tset, source)  # matching a catalog entry may read the vocabulary: the file is open
+        # matching a catalog entry may read the vocabulary: the file is open
+        up = (resolve or resolve_upstream)(tset, source)
     if up.config.origin == "catalog" and not only:
         only = _keep_working(tset, up.config)
         if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
@@ -469,59 +462,58 @@ def plan_tools_in_default(
     remove: Sequence[str] = (),
     provenance: bool = True,
     llamacpp: bool = True,
+    resolve: Any = None,
+    made: dict[Any, Any] | None = None,
 ) -> tuple[PatchPlan, ToolsDefault | None]:
     """Plan ``patch --tools-in-default`` (after copying ``source``'s templates when given): the default becomes
     ``{% if tools %}`` + tool_use + ``{% else %}`` + default, proven by rendering (``runtimes.toolsdefault``)
     before anything is written; check ``result.proof`` (``refuse_unless_accepted``) before carrying it out.
     With ``source``, an upstream default that already renders the tools is written as it is (None for the
-    proof)."""
+    proof). A folder patch passes ``resolve`` (see ``plan_upstream_patch``) and ``made``, a dict that keeps each
+    proof by what it was made from (the texts, BOS, EOS and the conversion the file is), for the next quant."""
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import NoToolUseError, tools_in_default
+    from gguftpl.runtimes.toolsdefault import NoToolUseError, no_tool_use_message, tools_in_default
 
     with read_header(src) as header:
         tset = load_templateset(header)
+        conversion = conversion_key(header) if made is not None else None
     texts = {n: t.text for n, t in tset.templates.items()}
-    base = plan_upstream_patch(src, source, only=only, remove=remove, provenance=False) if source else None
+    base = (
+        plan_upstream_patch(src, source, only=only, remove=remove, provenance=False, resolve=resolve)
+        if source
+        else None
+    )
     if base is not None:
         texts.update({it.name: it.new_text for it in base.items if it.new_text is not None})
         for it in base.items:
             if it.action == REMOVE:
                 texts.pop(it.name, None)
     bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
+    key = (tuple(sorted(texts.items())), bos, eos, llamacpp, conversion)
     try:
-        made = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+        if made is not None and conversion is not None and key in made:
+            made_here = made[key]
+        else:
+            made_here = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
+            if made is not None and conversion is not None:
+                made[key] = made_here
     except NoToolUseError:
         if base is None:
             raise
-        raise PatchError(_no_tool_use(base)) from None  # not "bring upstream's": that is what was asked
+        raise PatchError(no_tool_use_message(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):
             raise
         return (add_provenance(base) if provenance else base), None  # upstream's default carries the tools
     written = {it.name: it.new_text for it in base.items if it.new_text is not None} if base is not None else {}
-    plan = plan_patch(src, {**written, "default": made.new_default}, remove)
+    plan = plan_patch(src, {**written, "default": made_here.new_default}, remove)
     if base is not None:
         plan = replace(plan, upstream=base.upstream, how_found=base.how_found)
     if provenance:
-        plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made, layered=base is None)
-    return plan, made
-
-
-def _no_tool_use(base: PatchPlan) -> str:
-    """Why ``--tools-in-default`` after upstream's templates has nothing to carry: upstream has no tool_use, and
-    its default (copied or not) puts no tool schema in the prompt."""
-    from gguftpl.repair import NO_TOOL_TEMPLATE
-
-    up = base.upstream
-    who = f"upstream {up.label}" if up is not None else "upstream"
-    names = ", ".join(sorted(up.templates)) if up is not None else ""
-    return (
-        f"--tools-in-default: {who} has no tool_use template (its templates: {names or 'none'}) and its default "
-        f"puts no tool schema in the prompt, so there is nothing to carry into the default: {NO_TOOL_TEMPLATE}; "
-        "nothing written"
-    )
+        plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made_here, layered=base is None)
+    return plan, made_here
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:

@@ -127,6 +127,10 @@ def validate_name(name: str) -> str:
     return name
 
 
+_PARSED: dict[str, None] = {}
+"""sha256 of the texts that parsed (a folder's plans check the same few texts for every quant)."""
+
+
 def check_template_syntax(name: str, text: str) -> None:
     """Refuse to write a template that jinja2 cannot even parse (line number in the message). Parsed with the
     analysis's own parser, which runs no template code and says so when the nesting is too deep to parse."""
@@ -134,10 +138,15 @@ def check_template_syntax(name: str, text: str) -> None:
 
     from gguftpl.templates.static import parse_template
 
+    digest = sha256_text(text)
+    if digest in _PARSED:
+        return
     try:
         parse_template(text)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template {name!r} does not parse: {exc.message} (line {exc.lineno})") from None
+    if len(_PARSED) < 256:
+        _PARSED[digest] = None
 
 
 def plan_patch(

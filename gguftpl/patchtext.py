@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gguftpl.gguf.writer import Typed
-from gguftpl.patchplan import KEEP, REMOVE, PatchPlan
+from gguftpl.patchplan import KEEP, PROVENANCE_PREFIX, REMOVE, PatchPlan, PlanItem
 
 if TYPE_CHECKING:
     from gguftpl.findings import Finding
@@ -23,19 +23,58 @@ TOOL_PREFIX = "GT2"
 SEVERITIES = ("error", "warning", "info")
 
 
-def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
-    """The plan of any patch: one row per template, a unified diff per change, and the other keys set or
-    removed (the name list, provenance)."""
+def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
+    """The plan of any patch: one row per template (action, sizes, sha256 prefixes, catalog status) and a line
+    for the other keys set or removed; ``show_diff`` adds a unified diff per change (capped at
+    ``max_diff_lines``) and lists the other keys one by one."""
     up = plan.upstream
     lines = [f"plan for {plan.path}:" + (f" templates from {up.label} ({up.origin})" if up else "")]
     key_width = max((len(it.key) for it in plan.items), default=0)
+    statuses = up.statuses if up is not None and up.statuses else {}
     for it in plan.items:
         old, new = (it.old_sha256 or "-")[:12], (it.new_sha256 or "-")[:12]
         shas = f"{old} (identical)" if it.action == KEEP else f"{old} -> {new}"
-        lines.append(f"  {it.action:<9} {it.name:<12} {it.key:<{key_width}}  {shas}")
+        row = f"  {it.action:<9} {it.name:<12} {it.key:<{key_width}}  {_sizes(it)}  {shas}"
+        if it.action != REMOVE and it.action != KEEP and it.name in statuses:
+            row += f"  catalog {statuses[it.name]}"
+        lines.append(row)
     if not plan.changes:
         lines.append("  no template changes: the file already has these templates")
-    lines += _catalog_status_lines(plan)
+    if show_diff:
+        lines += _catalog_status_lines(plan)
+        lines += _diff_lines(plan, max_diff_lines)
+    item_keys = {it.key for it in plan.items}
+    other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
+    other += [("remove", k, None) for k in plan.remove_keys if k not in item_keys]
+    if other and plan.agrees:
+        pass  # keys of a patch that writes nothing would be a plan for nothing
+    elif other and show_diff:
+        lines += ["", "other keys:"]
+        lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
+    elif other:
+        n_set, n_removed = sum(1 for w, _, _ in other if w == "set"), sum(1 for w, _, _ in other if w == "remove")
+        ours = sum(1 for _, k, _ in other if k.startswith(PROVENANCE_PREFIX))
+        lines.append(
+            f"  other keys: {n_set} set, {n_removed} removed ({ours} of them {PROVENANCE_PREFIX}* provenance; "
+            "--show-diff lists them and shows the diff)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def diff_line_count(plan: PatchPlan) -> int:
+    """How many lines the plan's diffs take uncapped (the CLI shows a short one on a terminal unasked)."""
+    return len(_diff_lines(plan, None))
+
+
+def _sizes(it: PlanItem) -> str:
+    old = f"{len(it.old.text.encode()):,}" if it.old is not None else "-"
+    new = f"{len(it.new_text.encode()):,}" if it.new_text is not None else "-"
+    return f"{old} B" if it.action == KEEP else f"{old} -> {new} B"
+
+
+def _diff_lines(plan: PatchPlan, max_diff_lines: int | None) -> list[str]:
+    up = plan.upstream
+    lines: list[str] = []
     for it in plan.changes:
         new_label = f"upstream:{up.label}:{it.name}" if up else f"new:{it.name}"
         diff = list(
@@ -50,13 +89,7 @@ def plan_text(plan: PatchPlan, *, max_diff_lines: int | None = PLAN_DIFF_LINES) 
         if max_diff_lines is not None and len(diff) > max_diff_lines:
             diff[max_diff_lines:] = [f"... {len(diff) - max_diff_lines} more diff lines"]
         lines += ["", *diff]
-    item_keys = {it.key for it in plan.items}
-    other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
-    other += [("remove", k, None) for k in plan.remove_keys if k not in item_keys]
-    if other and not plan.agrees:  # keys of a patch that writes nothing would be a plan for nothing
-        lines += ["", "other keys:"]
-        lines += [f"  {what:<9} {k}" + ("" if what == "remove" else f" = {v}") for what, k, v in other]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _catalog_status_lines(plan: PatchPlan) -> list[str]:

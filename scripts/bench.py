@@ -11,6 +11,7 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
   bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
   scan    gguftpl scan of a home with 50 models (25 Ollama tags, 25 LM Studio files): cold, then warm
+  patch-folder  `patch DIR -o OUT` of 24 quants vs `cp -r --reflink=never` of the folder, on a loop XFS
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
 are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
@@ -655,6 +656,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "remote": bench_remote,
     "bigfolder": bench_big_folder,
     "scan": bench_scan,
+    "patch-folder": lambda work, runs: __import__("bench_folder").bench_patch_folder(work, runs, run, PY),
 }
 
 
@@ -667,7 +669,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the tables here")
     ap.add_argument("--patch-gib", type=float, default=PATCH_GIB, help="size of the patch benchmark's GGUF (>= 2)")
     ap.add_argument("--reflink-gib", type=float, default=REFLINK_GIB, help="size of the reflink benchmark's GGUF")
+    ap.add_argument("--folder-file-mib", type=int, default=128, help="tensor data per quant of patch-folder")
     args = ap.parse_args(argv)
+    import bench_folder
+
+    bench_folder.FOLDER_FILE_MIB = args.folder_file_mib
     PATCH_GIB = args.patch_gib
     REFLINK_GIB = args.reflink_gib
     unknown = set(args.sections) - set(SECTIONS)

@@ -114,7 +114,8 @@ def test_unreadable_files_are_findings_and_the_run_goes_on(tmp_path: Path, make_
     assert run.files[2].findings[0].message == str(reader_says.value)
     assert run.files[3].error is None and run.files[3].templates
     assert all(f.code != "GT001" for f in run.files[3].findings)
-    assert run.exit_code("error") == 1
+    assert run.exit_code("error") == 2 and run.exit_code("error", exit_zero=True) == 2  # bad input
+    assert [Path(fa.path).name for fa in run.unreadable] == ["junk.gguf", "empty.gguf", "truncated.gguf"]
     assert audit_paths(paths[:3], AuditOptions(ignore=["GT001"])).exit_code("info") == 0
 
 

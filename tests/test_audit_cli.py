@@ -38,15 +38,16 @@ def junk(tmp_path: Path) -> Path:
 
 
 def test_exit_codes(junk: Path) -> None:
-    code, out, _ = audit(junk)
-    assert code == 1 and "GT001" in out
-    assert audit(junk, "--exit-zero")[0] == 0
+    code, out, err = audit(junk)
+    assert code == 2 and "GT001" in out  # bad input: reported, and exit 2
+    assert err.startswith("gguftpl: error: ") and len(err.splitlines()) == 1
+    assert audit(junk, "--exit-zero")[0] == 2  # an error is not a finding --exit-zero waives
     assert audit(junk, "--ignore", "GT001")[0] == 0
     assert audit(junk, "--ignore", "GT0")[0] == 0
     assert audit(junk, "--select", "GT002")[0] == 0
     assert audit(junk, "--ignore", "GT002,GT001")[0] == 0  # comma-separated
-    assert audit(junk, "--select", "GT002", "--select", "GT001")[0] == 1
-    assert audit(junk, "--fail-on", "info")[0] == 1
+    assert audit(junk, "--select", "GT002", "--select", "GT001")[0] == 2
+    assert audit(junk, "--fail-on", "info")[0] == 2
 
 
 def test_fail_on_threshold(make_gguf: MakeGGUF) -> None:
@@ -81,7 +82,7 @@ def test_output_file_is_written_atomically(tmp_path: Path, junk: Path) -> None:
     target = tmp_path / "report.json"
     target.write_text("old report")
     code, out, _ = audit(junk, "--format", "json", "-o", target)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert json.loads(target.read_text())["files"][0]["path"] == str(junk)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.gguf", "report.json"]  # no temp left over
     # a folder that does not exist: exit 2 and nothing written anywhere
@@ -147,8 +148,8 @@ def test_pre_commit_hook_runs_the_installed_command(tmp_path: Path, make_gguf: M
     ok = subprocess.run([*cmd, str(good)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = subprocess.run([*cmd, str(good), str(junk)], capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert bad.returncode == 1
-    assert "GT001" in bad.stdout and "Traceback" not in bad.stderr
+    assert bad.returncode == 2  # the junk file is bad input; the good one is still reported
+    assert "GT001" in bad.stdout and "Traceback" not in bad.stderr and "good.gguf" in bad.stdout
 
 
 # --- golden outputs of a real audit -----------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_golden_audit(fmt: str, golden_tree: Path, monkeypatch: pytest.MonkeyPat
     # audit a relative path from the parent, so the paths in every format are the same on every machine
     monkeypatch.chdir(golden_tree.parent)
     code, out, err = audit("models", "--format", fmt, "--fail-on", "info")
-    assert code == 1, err
+    assert code == 2 and err == "gguftpl: error: models/junk.gguf: unsupported GGUF version 9 at byte 4\n", err
     if fmt == "sarif":
         schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
         jsonschema.validators.validator_for(schema)(schema).validate(json.loads(out))

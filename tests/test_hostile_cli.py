@@ -112,7 +112,7 @@ def test_audit_reports_fifo_and_symlink_loop_as_unreadable(tmp_path: Path, model
     os.symlink(tmp_path / "absent", folder / "dangling.gguf")
     for extra in ([], ["--repo-check", "--no-upstream"]):
         res = cli_proc("audit", "--format", "json", *extra, folder)
-        assert res.exit_code == 1, res.output
+        assert res.exit_code == 2, res.output
         findings = {
             Path(f["location"]["file"]).name: f for fa in json.loads(res.stdout)["files"] for f in fa["findings"]
         }
@@ -146,7 +146,7 @@ def test_truncated_real_file_is_one_line_everywhere(
     assert_one_line_error(cli("patch", bad, "--remove", "tool_use", "-o", out))
     assert not out.exists() and bad.read_bytes() == before
     res = cli("audit", "--format", "json", bad)
-    assert res.exit_code == 1 and [f["code"] for f in json.loads(res.stdout)["files"][0]["findings"]] == ["GT001"]
+    assert res.exit_code == 2 and [f["code"] for f in json.loads(res.stdout)["files"][0]["findings"]] == ["GT001"]
 
 
 def test_duplicate_and_invalid_keys_are_one_line(tmp_path: Path) -> None:
@@ -472,28 +472,28 @@ def test_a_missing_file_has_one_wording_in_every_command(tmp_path: Path, argv: l
 
 
 @pytest.mark.parametrize("content", [b"", b"definitely not GGUF"], ids=["empty", "not-gguf"])
-def test_an_empty_or_non_gguf_file_is_exit_2_or_gt001_in_audit(
+def test_an_empty_or_non_gguf_file_is_exit_2_in_every_command(
     tmp_path: Path, make_gguf: MakeGGUF, content: bytes
 ) -> None:
-    """Every command but audit: one line, exit 2. audit (a linter over many files, README "Usage") reports it as
-    GT001, exit 1, and a folder with one bad file goes on and reports the good one too."""
+    """Every command: one line, exit 2. audit (a linter over many files, README "Usage") also reports it as GT001,
+    and a folder with one bad file goes on and reports the good one too, then exits 2."""
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(content)
     for argv in FILE_COMMANDS[:-1]:
         assert_one_line_error(cli(*[a.format(out=tmp_path / "out.gguf") for a in argv], bad), "not a GGUF")
     assert not (tmp_path / "out.gguf").exists()
     res = cli("audit", "--format", "json", bad)
-    assert res.exit_code == 1 and res.stderr == ""
+    assert res.exit_code == 2 and res.stderr.startswith("gguftpl: error: ") and len(res.stderr.splitlines()) == 1
     assert [f["code"] for f in json.loads(res.stdout)["files"][0]["findings"]] == ["GT001"]
     folder = tmp_path / "models"
     folder.mkdir()
     bad.rename(folder / "bad.gguf")
     make_gguf("models/good.gguf", templates={"default": CHATML})
     res = cli("audit", "--format", "json", folder)
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     files = {Path(fa["path"]).name: fa for fa in json.loads(res.stdout)["files"]}
     assert set(files) == {"bad.gguf", "good.gguf"}
     assert [f["code"] for f in files["bad.gguf"]["findings"]] == ["GT001"]
     assert "GT001" not in {f["code"] for f in files["good.gguf"]["findings"]}
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert "is a finding, GT001 (exit 1)" in readme  # the README says what the audit does
+    assert "reported as GT001 beside every other file" in readme and "exits 2" in readme  # the README says so

@@ -9,7 +9,9 @@ import sys
 import textwrap
 
 import pytest
+from click.testing import CliRunner
 
+from gguftpl.cli import main_group
 from gguftpl.errors import GGUFFormatError, PatchError, TemplateError
 from gguftpl.gguf.reader import read_header
 from gguftpl.gguf.templateset import load_templateset
@@ -282,18 +284,58 @@ def test_plan_and_its_text_for_templates_given_directly(make_gguf, tmp_path):
     assert "tokenizer.chat_template" not in plan.set_kv  # kept as it is
     sha = {n: hashlib.sha256(t.encode()).hexdigest()[:12] for n, t in [("default", CHATML), ("rag", "{{ documents }}")]}
     tool_sha = hashlib.sha256(HERMES_TOOL_USE.encode()).hexdigest()[:12]
-    text = plan_text(plan, max_diff_lines=10).splitlines()
+    text = plan_text(plan, show_diff=True, max_diff_lines=10).splitlines()
     assert text[:4] == [
         f"plan for {src}:",
-        f"  keep      default      tokenizer.chat_template           {sha['default']} (identical)",
-        f"  add       tool_use     tokenizer.chat_template.tool_use  - -> {tool_sha}",
-        f"  remove    rag          tokenizer.chat_template.rag       {sha['rag']} -> -",
+        f"  keep      default      tokenizer.chat_template           {len(CHATML):,} B  {sha['default']} (identical)",
+        f"  add       tool_use     tokenizer.chat_template.tool_use  - -> {len(HERMES_TOOL_USE.encode()):,} B  "
+        f"- -> {tool_sha}",
+        f"  remove    rag          tokenizer.chat_template.rag       15 -> - B  {sha['rag']} -> -",
     ]
     assert text.index("+++ new:tool_use") < text.index("--- gguf:rag")
     n_tool = len(HERMES_TOOL_USE.splitlines())
     assert f"... {n_tool + 3 - 10} more diff lines" in text  # 3 header lines, then one '+' line per line
     assert text[text.index("--- gguf:rag") + 1] == "+++ /dev/null"
     assert text[-2:] == ["other keys:", "  set       tokenizer.chat_templates = ['tool_use']"]
+
+
+def test_patch_text_by_default_is_one_line_per_template_then_the_findings(samples_dir, tmp_path):
+    """Issue 23 item 4: without --show-diff (and not on a terminal) the plan is one line per template (action,
+    sizes, sha256 prefixes, catalog status) and a line for the other keys; then the proof and before -> after.
+    The diff is there with --show-diff."""
+    import hashlib
+
+    src = samples_dir / "hermes-2-pro-mistral-7b.chatml.gguf"
+    hermes = "NousResearch/Hermes-2-Pro-Mistral-7B"
+    args = ["patch", str(src), "--from-catalog", hermes, "-o"]
+    res = CliRunner().invoke(main_group, [*args, str(tmp_path / "a.gguf")])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    tool_sha = hashlib.sha256(HERMES_TOOL_USE.encode()).hexdigest()[:12]
+    start = next(i for i, line in enumerate(lines) if line.startswith("plan for "))
+    rows = lines[start + 1 : start + 4]
+    assert rows[0].startswith("  replace   default      tokenizer.chat_template ") and "catalog CORROBORATED" in rows[0]
+    assert rows[1].split() == [
+        "add",
+        "tool_use",
+        "tokenizer.chat_template.tool_use",
+        "-",
+        "->",
+        f"{len(HERMES_TOOL_USE.encode()):,}",
+        "B",
+        "-",
+        "->",
+        tool_sha,
+        "catalog",
+        "PROXY",
+    ]
+    assert rows[2].startswith("  other keys: 13 set, 0 removed (12 of them gguftpl.patch.* provenance;")
+    assert lines[start + 4] == f"wrote {tmp_path / 'a.gguf'}"
+    assert not any(line.startswith(("+++", "---", "@@")) for line in lines)
+    assert "tool-calling findings (audit before -> after):" in lines and len(lines) < 50
+    full = CliRunner().invoke(main_group, [*args, str(tmp_path / "b.gguf"), "--show-diff"])
+    assert full.exit_code == 0, full.output
+    assert f"+++ upstream:{hermes}@" in full.stdout and "other keys:" in full.stdout.splitlines()
 
 
 # --------------------------------------------------------------------------------------- one pipeline

@@ -402,7 +402,7 @@ def test_hub_repo_with_a_broken_quant(hub: HubServer, quant_dir: Callable[..., P
     by_path = {fa.path: fa for fa in ra.run.files}
     assert [f.code for f in by_path[broken].findings] == ["GT001"]
     assert codes(ra) == []  # the two readable quants agree; the broken one is not "missing" anything
-    assert ra.exit_code("error") == 1
+    assert ra.exit_code("error") == 2  # the broken quant is bad input: the others are reported, then exit 2
 
 
 def test_read_ahead_is_bounded() -> None:

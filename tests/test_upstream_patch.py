@@ -116,8 +116,10 @@ def test_dry_run_only_and_no_provenance(samples_dir: Path, hub: HubServer, tmp_p
     hub.add_repo(HERMES, {"tokenizer_config.json": tokenizer_config(hermes())})
     home = tmp_path / "hf"
     out = tmp_path / "o.gguf"
-    dry = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run"], hub, home)
+    dry = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run", "--show-diff"], hub, home)
     assert dry.returncode == 0 and "dry run" in dry.stdout and "+++ upstream:" in dry.stdout
+    short = gguftpl(["patch", str(src), "--from-hub", HERMES, "--dry-run"], hub, home)
+    assert short.returncode == 0 and "dry run" in short.stdout and "+++ upstream:" not in short.stdout
     assert not out.exists() and list(tmp_path.glob("*.gguf")) == []
 
     only = gguftpl(
@@ -239,7 +241,9 @@ def test_real_smollm2_gets_the_hermes_tool_use_template(corpus_file, hub: HubSer
     assert p.returncode == 0, p.stdout + p.stderr
     # the default is already upstream's: a keep row with the file's own sha256
     own_sha = hashlib.sha256(own.encode()).hexdigest()[:12]
-    assert re.search(rf"^  keep +default +tokenizer\.chat_template +{own_sha} \(identical\)$", p.stdout, re.M), p.stdout
+    assert re.search(
+        rf"^  keep +default +tokenizer\.chat_template +[\d,]+ B +{own_sha} \(identical\)$", p.stdout, re.M
+    ), p.stdout
     assert tool_errors(out) == []
     assert data_digest(out) == data_digest(src)
     after = load_templateset(read_header(out))
@@ -256,7 +260,11 @@ def test_upstream_that_agrees_writes_nothing(samples_dir: Path, tmp_path: Path) 
     assert res.exit_code == 0, res.output
     ts = load_templateset(read_header(src))
     for name, t in ts.templates.items():
-        assert re.search(rf"^  keep +{name} +{re.escape(t.key)} +{t.sha256[:12]} \(identical\)$", res.output, re.M)
+        assert re.search(
+            rf"^  keep +{name} +{re.escape(t.key)} +{len(t.text.encode()):,} B +{t.sha256[:12]} \(identical\)$",
+            res.output,
+            re.M,
+        )
     assert "no template changes" in res.output and res.output.endswith("nothing written\n")
     assert "other keys:" not in res.output  # no provenance for a patch that changes nothing
     assert not out.exists()
@@ -283,7 +291,7 @@ def test_plan_from_upstream_is_the_patching_plan(make_gguf, tmp_path: Path) -> N
     )
     assert all(plan.set_kv[k] == v for k, v in plan.extra_kv.items())
     assert stale in plan.remove_keys
-    text = plan_text(plan)
+    text = plan_text(plan, show_diff=True)
     assert text.startswith(f"plan for {src}: templates from {up.label} (catalog)\n")
     assert f"+++ upstream:{up.label}:tool_use" in text
     assert f"  remove    {stale}\n" in text

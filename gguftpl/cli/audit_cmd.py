@@ -1,7 +1,8 @@
 """``gguftpl audit PATH...``: check the chat templates of GGUF files and report findings.
 
 parse -> audit (library) -> format (report registry) -> write -> exit code.
-Exit codes: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 usage or I/O error.
+Exit codes: 0 nothing at or above ``--fail-on``; 1 findings at or above it; 2 usage or I/O error, or a file that
+is no readable GGUF (reported as GT001 with every other file, and one line on stderr).
 """
 
 from __future__ import annotations
@@ -186,7 +187,10 @@ def command(
         echo_json_text(report, nl=False)
     else:
         echo(report, nl=False, color=colored, commands=fmt == "github")
-    ctx.exit(0 if exit_zero else run.exit_code(fail_on))
+    for fa in run.unreadable:  # bad input: one line each on stderr beside the report's GT001, and exit 2
+        why = fa.error or next(f.message for f in fa.findings if f.code == "GT001")
+        echo(f"gguftpl: error: {fa.path}: {why}", err=True)
+    ctx.exit(run.exit_code(fail_on, exit_zero=exit_zero))
 
 
 def _audit_targets(

@@ -4,13 +4,14 @@ out (``patching.run_patch``: write, prove, provenance, audit before and after) -
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gguftpl.cli.modelarg import LOCAL_MODEL
+from gguftpl.cli.modelarg import MODEL
 from gguftpl.cli.output import echo, width_option
 from gguftpl.errors import PatchError, UsageError
 
@@ -46,6 +47,15 @@ def progress_bar(path: str) -> Iterator[Any]:
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     with StderrProgress("copying tensors", in_bytes=True) as bar:
         yield bar if bar.enabled and size >= (256 << 20) else None
+
+
+def wants_diff(plan: Any, show_diff: bool) -> bool:
+    """``--show-diff``, or a diff short enough to read on a terminal."""
+    if show_diff:
+        return True
+    from gguftpl.patchtext import PLAN_DIFF_LINES, diff_line_count
+
+    return sys.stdout.isatty() and diff_line_count(plan) <= PLAN_DIFF_LINES
 
 
 def upstream_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,8 +125,8 @@ def upstream_source(
 
 
 @click.command("patch")
-@click.argument("file", type=LOCAL_MODEL)
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False), help="Where to write the patched GGUF.")
+@click.argument("paths", nargs=-1, required=True, metavar="FILE | DIR...", type=MODEL)
+@click.option("-o", "--output", "out", type=click.Path(), help="Where to write the patched GGUF (for folders: OUTDIR).")
 @click.option("--template", "templates", multiple=True, metavar="NAME=PATH", help="Set template NAME from a file.")
 @click.option("--remove", "remove", multiple=True, metavar="NAME", help="Remove template NAME.")
 @click.option(
@@ -127,6 +137,12 @@ def upstream_source(
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--dry-run", is_flag=True, help="Show the plan and stop.")
+@click.option(
+    "--show-diff",
+    is_flag=True,
+    help="Show the plan's diff of every template and list every other key (by default one line per template; "
+    "a short diff is shown on a terminal anyway).",
+)
 @upstream_options
 @click.option(
     "--tools-in-default",
@@ -139,6 +155,12 @@ def upstream_source(
     "--accept-differences",
     is_flag=True,
     help="With --tools-in-default: write even when a probe prompt of the new default differs (shown).",
+)
+@click.option(
+    "--jobs",
+    type=int,
+    default=None,
+    help="Folders: files written at once (default: one per core, at most 4).",
 )
 @click.option("--no-provenance", is_flag=True, help="Do not record gguftpl.patch.* provenance keys.")
 @click.option("--no-audit", is_flag=True, help="Skip the before/after report (the check for new errors still runs).")
@@ -164,7 +186,7 @@ def upstream_source(
     help="With --ollama-modelfile: the GGUF the Modelfile's FROM names (a repaired copy), instead of the model's blob.",
 )
 def command(
-    file: str,
+    paths: tuple[str, ...],
     out: str | None,
     templates: tuple[str, ...],
     remove: tuple[str, ...],
@@ -184,19 +206,51 @@ def command(
     accept_family: bool = False,
     modelfile_dir: str | None = None,
     modelfile_from: str | None = None,
+    show_diff: bool = False,
+    jobs: int | None = None,
 ) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
-    REPO, --from-catalog [ID]). Every way, the plan is shown as a diff, provenance is recorded under
-    gguftpl.patch.* and the output is re-audited: the findings before and after are shown. A patch whose
+    REPO, --from-catalog [ID]). Every way, the plan is shown (one line per template; --show-diff for its
+    diff), provenance is recorded under gguftpl.patch.* and the output is re-audited: the findings before and
+    after are shown. A patch whose
     templates would add error findings is refused before anything is written (--allow-new-errors).
 
     --tools-in-default (alone, or after --from-hub/--from-catalog) rewrites the default so that runtimes
     reading only tokenizer.chat_template get the tools too; the new default is rendered on probe conversations
     through transformers and llama.cpp first, and any prompt that differs from the old one refuses the patch.
+
+    DIR...: every GGUF under the folders with one plan (split sets as sets), -o OUTDIR or --in-place, --jobs N
+    files at once; a file that fails is reported and the others done (exit 1); files already patched are
+    skipped; one table at the end, then the folder checks (GT55x) on the result.
     """
-    from gguftpl.patching import PatchOptions, plan_upstream_patch, resolve_output, run_patch
+    if len(paths) != 1 or os.path.isdir(paths[0]):
+        from gguftpl.cli.patchfolder_cmd import run_folder
+
+        run_folder(
+            paths,
+            out,
+            in_place=in_place,
+            source=upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family),
+            templates=templates,
+            remove=remove,
+            only=only,
+            tools_in_default=tools_in_default,
+            accept_differences=accept_differences,
+            force=force,
+            dry_run=dry_run,
+            provenance=not no_provenance,
+            audit=not no_audit,
+            allow_new_errors=allow_new_errors,
+            jobs=jobs,
+        )
+        return
+    if jobs is not None:
+        raise UsageError("--jobs goes with folders (patch DIR...)")
+    file = paths[0]
+    from gguftpl.patching import PatchOptions, plan_upstream_patch, run_patch
+    from gguftpl.patchoutput import resolve_output
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
@@ -215,7 +269,7 @@ def command(
     if tools_in_default:
         if templates or remove:
             raise UsageError("--tools-in-default cannot be combined with --template/--remove; patch twice instead")
-        _tools_in_default(file, out, source, only, options, dry_run, accept_differences)
+        _tools_in_default(file, out, source, only, options, dry_run, accept_differences, show_diff)
         return
     if source is None:
         unused = [name for name, v in (("revision", revision), ("only", only)) if v]
@@ -235,7 +289,7 @@ def command(
     else:
         plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
     _say_nothing_to_change(plan)
-    echo(plan_text(plan), nl=False)
+    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
     if dry_run:
         echo("dry run: nothing written")
         return
@@ -293,9 +347,11 @@ def _tools_in_default(
     options: Any,
     dry_run: bool,
     accept: bool,
+    show_diff: bool = False,
 ) -> None:
     """plan (and prove by rendering) -> print plan and proof -> refuse differences unless accepted -> carry out."""
-    from gguftpl.patching import plan_tools_in_default, resolve_output, run_patch
+    from gguftpl.patching import plan_tools_in_default, run_patch
+    from gguftpl.patchoutput import resolve_output
     from gguftpl.patchtext import plan_text, result_text
     from gguftpl.runtimes.toolsdefault import refuse_unless_accepted
 
@@ -310,7 +366,7 @@ def _tools_in_default(
         echo(f"{file}: {plan.how_found}")
     if made is None:
         _say_nothing_to_change(plan)
-    echo(plan_text(plan), nl=False)
+    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
     if made is None:
         echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
     else:

@@ -224,8 +224,10 @@ def audit_local_dir(
     token: str | bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    cache: Any = None,
 ) -> RepoAudit:
-    """The same checks on a local folder of GGUFs (a converter's output before upload), recursively."""
+    """The same checks on a local folder of GGUFs (a converter's output before upload), recursively.
+    ``cache``: an ``AnalysisCache`` to share (a folder patch's, which has just analysed these templates)."""
     from gguftpl.gguf.reader import read_header
 
     folder = os.fspath(path)
@@ -247,7 +249,7 @@ def audit_local_dir(
         return read_header(e.label), None
 
     entries = plan_entries(names, lambda name: os.path.join(folder, *name.split("/")))
-    entries, analyses = _audit_entries(entries, fetch, s)
+    entries, analyses = _audit_entries(entries, fetch, s, cache)
     return _finish(folder, "dir", entries, s, start, analyses)
 
 
@@ -275,13 +277,15 @@ def _size_or_none(path: str) -> int | None:
         return None
 
 
-def _audit_entries(entries: list[QuantEntry], fetch: Fetch, s: _Settings) -> tuple[list[QuantEntry], int]:
+def _audit_entries(
+    entries: list[QuantEntry], fetch: Fetch, s: _Settings, cache: Any = None
+) -> tuple[list[QuantEntry], int]:
     """Every entry with its header read and audited (later shards stay as listed); and how many template
     sets were analysed. Audited in listing order while the next headers download."""
     from gguftpl.auditcache import AnalysisCache
 
     todo = [e for e in entries if e.skipped is None]
-    cache = AnalysisCache()
+    cache = cache if cache is not None else AnalysisCache()
     misses = cache.misses
     memo: dict[str, QuantSummary] = {}
     audited: dict[str, QuantEntry] = {}

@@ -12,14 +12,13 @@ architecture, tokenizer model and vocabulary size (a projector or a draft model 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gguftpl.errors import GGUFFormatError, HubError
 from gguftpl.findings import Finding, checks
+from gguftpl.gguf.conversion import conversion_key
 from gguftpl.gguf.shards import ShardInfo, shard_info
 
 __all__ = [
@@ -116,40 +115,9 @@ def unsafe_entry(target: str, name: str, why: str) -> QuantEntry:
     return QuantEntry(label=target, name=name, skipped=f"not read: {why}", unsafe=why)
 
 
-# Metadata that differs between quants of one model and that the summary never reads.
-_PER_QUANT_KEYS = ("general.file_type", "general.quantization_version")
-_PER_QUANT_PREFIXES = ("quantize.", "split.")
-
-
-def _raw_key(header: Any) -> str | None:
-    """sha256 of the raw metadata pairs except the per-quant ones: equal for quants of one conversion, so
-    the second quant of a model skips decoding its vocabulary. None when the bytes cannot be re-read."""
-    start, end = header.kv_start, header.kv_end
-    try:
-        src = getattr(header, "_source", None)
-        if src is not None:  # remote headers: the bytes are still in the buffer
-            raw = src.read_range(start, end)
-        elif os.path.isfile(header.path):
-            with open(header.path, "rb") as fh:
-                fh.seek(start)
-                raw = fh.read(end - start)
-        else:
-            return None
-    except (OSError, GGUFFormatError, HubError):
-        return None
-    if len(raw) != end - start:
-        return None
-    h = hashlib.sha256(header.byteorder.encode())
-    for kv in header.kv.values():
-        if kv.key in _PER_QUANT_KEYS or kv.key.startswith(_PER_QUANT_PREFIXES):
-            continue
-        h.update(raw[kv.offset - start : kv.end - start])
-    return h.hexdigest()
-
-
 def summarize(header: Any, memo: dict[str, QuantSummary] | None = None) -> QuantSummary:
     """The summary of one header; ``memo`` reuses it for another quant of the same conversion."""
-    key = _raw_key(header) if memo is not None else None
+    key = conversion_key(header) if memo is not None else None
     if memo is not None and key is not None and key in memo:
         return memo[key]
     summary = _summarize_fresh(header)

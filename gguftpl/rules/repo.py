@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gguftpl.findings import Finding, Location, Rule, Severity, check, make_finding, register
@@ -276,7 +276,7 @@ def upstream_drift(repo: RepoFacts) -> Iterator[Finding]:
             if n in ups and found is None:
                 if up.complete:
                     missing.append(n)
-            elif n in ups and found is not None and not same_text(found[0], ups[n]):
+            elif n in ups and found is not None and not same_text(found[0], ups[n]) and not _joined(n, found[0], ups):
                 differing.append(n)
                 evidence.append(_diff_excerpt(ups[n], found[0], f"{up.repo}:{n}", f"quants:{n}", limit=12))
         if missing or differing:
@@ -320,6 +320,16 @@ def upstream_unchecked(repo: RepoFacts) -> Iterator[Finding]:
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
+
+def _joined(name: str, text: str, ups: Mapping[str, str]) -> bool:
+    """A default that is upstream's tool_use and default joined by ``patch --tools-in-default`` (``{% if tools
+    %}`` tool_use ``{% else %}`` default) is upstream's own templates, not a drift from them."""
+    if name != "default" or "tool_use" not in ups or "default" not in ups:
+        return False
+    from gguftpl.runtimes.toolsdefault import combine
+
+    return same_text(text, combine(ups["default"], ups["tool_use"]))
 
 
 def _compared(repo: RepoFacts) -> Iterator[tuple[str, list[QuantEntry]]]:

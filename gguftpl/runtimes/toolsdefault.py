@@ -377,3 +377,18 @@ def refuse_unless_accepted(result: ToolsDefault, accept: bool) -> None:
         f"{n} probe prompt{'s' if n != 1 else ''} of the new default differ{'s' if n == 1 else ''} from the "
         f"originals (shown above){also}; nothing written. Accept them with --accept-differences"
     )
+
+
+def no_tool_use_message(base: Any) -> str:
+    """Why ``--tools-in-default`` after upstream's templates has nothing to carry: upstream has no tool_use, and
+    its default (copied or not) puts no tool schema in the prompt."""
+    from gguftpl.repair import NO_TOOL_TEMPLATE
+
+    up = base.upstream
+    who = f"upstream {up.label}" if up is not None else "upstream"
+    names = ", ".join(sorted(up.templates)) if up is not None else ""
+    return (
+        f"--tools-in-default: {who} has no tool_use template (its templates: {names or 'none'}) and its default "
+        f"puts no tool schema in the prompt, so there is nothing to carry into the default: {NO_TOOL_TEMPLATE}; "
+        "nothing written"
+    )

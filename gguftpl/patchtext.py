@@ -40,8 +40,9 @@ def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int |
         lines.append(row)
     if not plan.changes:
         lines.append("  no template changes: the file already has these templates")
+    # a text not byte-proven says so whatever is asked (its row says only its status); --show-diff says it of each
+    lines += _catalog_status_lines(plan, every=show_diff)
     if show_diff:
-        lines += _catalog_status_lines(plan)
         lines += _diff_lines(plan, max_diff_lines)
     item_keys = {it.key for it in plan.items}
     other = [("set", k, v.value if isinstance(v, Typed) else v) for k, v in plan.set_kv.items() if k not in item_keys]
@@ -54,9 +55,9 @@ def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int |
     elif other:
         n_set, n_removed = sum(1 for w, _, _ in other if w == "set"), sum(1 for w, _, _ in other if w == "remove")
         ours = sum(1 for _, k, _ in other if k.startswith(PROVENANCE_PREFIX))
+        mine = f"{ours} of them {PROVENANCE_PREFIX}* provenance; " if ours else ""
         lines.append(
-            f"  other keys: {n_set} set, {n_removed} removed ({ours} of them {PROVENANCE_PREFIX}* provenance; "
-            "--show-diff lists them and shows the diff)"
+            f"  other keys: {n_set} set, {n_removed} removed ({mine}--show-diff lists them and shows the diff)"
         )
     return "\n".join(lines) + "\n"
 
@@ -92,14 +93,16 @@ def _diff_lines(plan: PatchPlan, max_diff_lines: int | None) -> list[str]:
     return lines
 
 
-def _catalog_status_lines(plan: PatchPlan) -> list[str]:
-    """Which catalog texts are proven (upstream_templates/index.json), for the templates the plan writes."""
+def _catalog_status_lines(plan: PatchPlan, *, every: bool = True) -> list[str]:
+    """Which catalog texts are proven (upstream_templates/index.json), for the templates the plan writes (only the
+    ones that are not EXACT unless ``every``)."""
     up = plan.upstream
     if up is None or not up.statuses:
         return []
     from gguftpl.upstream.catalog import proven
 
     written = [it.name for it in plan.changes if it.action != REMOVE and it.name in up.statuses]
+    written = [n for n in written if every or up.statuses[n] != "EXACT"]
     return [f"  catalog {name}: {proven(up.statuses[name])}" for name in written]
 
 

@@ -124,4 +124,6 @@ def test_hermes_mistral_is_exact_and_the_first_readme_command_says_so() -> None:
     res = CliRunner().invoke(main_group, ["patch", str(SAMPLE), "--from-catalog", "--tools-in-default", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "PROXY" not in res.output and "CORROBORATED" not in res.output
-    assert "catalog tool_use: EXACT (byte-verified" in res.output
+    assert "catalog EXACT" in res.output  # the plan's row of each template it writes
+    shown = CliRunner().invoke(main_group, ["patch", str(SAMPLE), "--from-catalog", "--dry-run", "--show-diff"])
+    assert "catalog tool_use: EXACT (byte-verified" in shown.output

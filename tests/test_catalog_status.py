@@ -45,7 +45,7 @@ def test_the_catalog_names_a_status_per_template() -> None:
 
 def test_patch_inspect_and_diff_say_which_texts_are_proven(tmp_path: Path, unproven_catalog: dict[str, str]) -> None:
     out = tmp_path / "fixed.gguf"
-    code, text = _run("patch", str(SAMPLE), "--from-catalog", HERMES, "-o", str(out), "--no-audit")
+    code, text = _run("patch", str(SAMPLE), "--from-catalog", HERMES, "-o", str(out), "--no-audit", "--show-diff")
     assert code == 0, text
     assert "catalog tool_use: EXACT (byte-verified" in text and "not byte-verified" not in text
     code, text = _run("inspect", str(out))

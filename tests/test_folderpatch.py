@@ -52,7 +52,7 @@ def templates(path: Path) -> dict[str, str]:
 
 def repo_check_codes(folder: Path) -> list[str]:
     res = gguftpl("audit", "--repo-check", str(folder), "--format", "json")
-    assert res.returncode in (0, 1), res.stderr
+    assert res.returncode in (0, 1, 2), res.stderr  # 2: an unreadable file in the folder (GT001) is bad input
     report = json.loads(res.stdout)
     return sorted(f["code"] for fa in report["files"] for f in fa.get("findings", []))
 

@@ -123,8 +123,9 @@ def test_audit_reports_fifo_and_symlink_loop_as_unreadable(tmp_path: Path, model
 
 def test_a_directory_as_file_is_one_line(tmp_path: Path) -> None:
     # click's own usage errors are one line too (not usage + blank line + "Error:")
-    for cmd in ("patch", "render", "inspect"):
+    for cmd in ("render", "inspect"):
         assert_one_line_error(cli(cmd, tmp_path), "directory")
+    assert_one_line_error(cli("patch", tmp_path), "-o OUTDIR")  # patch takes folders: it asks where to write
     assert_one_line_error(cli("audit", "--format", "xml", tmp_path), "xml", "--help")
     assert_one_line_error(cli("no-such-command"), "no-such-command")
 

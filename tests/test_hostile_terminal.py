@@ -89,7 +89,7 @@ def test_patch_plan_and_diff_show_bidi_and_zero_width_as_escapes(make_gguf: Make
     path = make_gguf("m.gguf", templates={"default": CHATML})
     new = tmp_path / "new.jinja"
     new.write_text(HOSTILE_TEMPLATE, encoding="utf-8")
-    plan = run_gguftpl("patch", path, "--template", f"default={new}", "--dry-run")
+    plan = run_gguftpl("patch", path, "--template", f"default={new}", "--dry-run", "--show-diff")
     assert plan.returncode == 0, plan.stderr
     assert_inert(plan.stdout + plan.stderr)
     assert "\\u202eevil" in plan.stdout and "dry run: nothing written" in plan.stdout

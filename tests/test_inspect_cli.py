@@ -116,7 +116,7 @@ def test_patch_template_prints_before_after_and_writes_provenance(tmp_path):
     tpl = SAMPLES.parent / "upstream_templates" / "NousResearch" / "Hermes-2-Pro-Mistral-7B" / "tool_use.jinja"
     src = SAMPLES / "hermes-2-pro-mistral-7b.chatml.gguf"
     out = tmp_path / "o.gguf"
-    r = run("patch", str(src), "--template", f"tool_use={tpl}", "-o", str(out))
+    r = run("patch", str(src), "--template", f"tool_use={tpl}", "-o", str(out), "--show-diff")
     assert r.returncode == 0, r.stderr
     assert "tool-calling findings (audit before -> after):" in r.stdout
     before, after = r.stdout.split("  before: ", 1)[1].split("  after:  ", 1)

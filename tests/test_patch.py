@@ -314,7 +314,7 @@ def test_patch_text_by_default_is_one_line_per_template_then_the_findings(sample
     tool_sha = hashlib.sha256(HERMES_TOOL_USE.encode()).hexdigest()[:12]
     start = next(i for i, line in enumerate(lines) if line.startswith("plan for "))
     rows = lines[start + 1 : start + 4]
-    assert rows[0].startswith("  replace   default      tokenizer.chat_template ") and "catalog CORROBORATED" in rows[0]
+    assert rows[0].startswith("  replace   default      tokenizer.chat_template ") and "catalog EXACT" in rows[0]
     assert rows[1].split() == [
         "add",
         "tool_use",
@@ -327,7 +327,7 @@ def test_patch_text_by_default_is_one_line_per_template_then_the_findings(sample
         "->",
         tool_sha,
         "catalog",
-        "PROXY",
+        "EXACT",
     ]
     assert rows[2].startswith("  other keys: 13 set, 0 removed (12 of them gguftpl.patch.* provenance;")
     assert lines[start + 4] == f"wrote {tmp_path / 'a.gguf'}"

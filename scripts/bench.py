@@ -10,6 +10,7 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
           stand-in vs --live (the model answers): time and peak RSS
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
   bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
+  bombs   cold audit and verify of GGUFs whose template is a render bomb (scripts/bench_bombs.py): time, peak RSS
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
 are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
@@ -603,6 +604,12 @@ def bench_remote(work: Path, runs: int) -> str:
     )
 
 
+def bench_bombs(work: Path, runs: int) -> str:
+    from bench_bombs import bombs_table
+
+    return bombs_table(work, runs, run, table)
+
+
 SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "header": bench_header,
     "patch": bench_patch,
@@ -610,6 +617,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "verify": bench_verify,
     "remote": bench_remote,
     "bigfolder": bench_big_folder,
+    "bombs": bench_bombs,
 }
 
 

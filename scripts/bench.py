@@ -12,6 +12,7 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
   scan    gguftpl scan of a home with 50 models (25 Ollama tags, 25 LM Studio files): cold, then warm
   patch-folder  `patch DIR -o OUT` of 24 quants vs `cp -r --reflink=never` of the folder, on a loop XFS
+  bombs   cold audit and verify of GGUFs whose template is a render bomb (scripts/bench_bombs.py): time, peak RSS
 
 Each measurement is a fresh process (peak RSS from wait4, started by a small launcher: ~8 MiB floor); times
 are medians of --runs runs. Absolute times on a shared machine are noise; read the ratios. Targets from the
@@ -646,6 +647,10 @@ def bench_scan(work: Path, runs: int) -> str:
         rows.append([label, f"{dt:.2f} s", f"{rss} MiB", str(len(doc["models"])), str(doc["analysed"]),
                      str(doc["go_rendered"]), str(doc["bytes_hashed"])])  # fmt: skip
     return "### Scan of the stores (target: 50 models warm < 2 s, nothing rendered)\n\n" + table(rows)
+def bench_bombs(work: Path, runs: int) -> str:
+    from bench_bombs import bombs_table
+
+    return bombs_table(work, runs, run, table)
 
 
 SECTIONS: dict[str, Callable[[Path, int], str]] = {
@@ -657,6 +662,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "bigfolder": bench_big_folder,
     "scan": bench_scan,
     "patch-folder": lambda work, runs: __import__("bench_folder").bench_patch_folder(work, runs, run, PY),
+    "bombs": bench_bombs,
 }
 
 

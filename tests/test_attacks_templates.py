@@ -199,3 +199,29 @@ def test_recursion_with_a_base_case_is_not_flagged(make_gguf: MakeGGUF, guarded:
     gguf = make_gguf(templates={"default": CHATML + guarded})
     res = cli("audit", "--engine", "hf-only", "--format", "json", gguf)
     assert "GT404" not in codes(res)
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",  # the bounded renderer: too large
+        "{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}",  # the bounded renderer: recursion
+    ],
+    ids=["output", "recursion"],
+)
+def test_a_bomb_the_bounded_renderer_stopped_is_never_loaded_in_llamacpp(bomb: str) -> None:
+    """The check read the facts' overrun, which is set only after llama.cpp was asked: a cold audit loaded this
+    template in llama.cpp's child, which rendered it until its memory bound (27 s of a 35-52 s audit)."""
+    pytest.importorskip("xllamacpp")
+    from gguftpl.analysis import analyze_template_text
+    from gguftpl.engines.llamacpp import parse_check_stats
+    from gguftpl.templates.enginefacts import llamacpp_engine_facts
+
+    before = parse_check_stats()["loads"]
+    facts = analyze_template_text(bomb, llamacpp=True)
+    assert facts.overrun is not None and facts.llamacpp is None
+    assert parse_check_stats()["loads"] == before
+    # what the llama.cpp runtimes' rows read: the bomb, not a verdict of a render that never happened
+    seen = llamacpp_engine_facts(facts)
+    assert seen is not None and seen.renders
+    assert all(r.overran and "not run through llama.cpp" in (r.error or "") for r in seen.renders.values())

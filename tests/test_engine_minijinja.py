@@ -284,6 +284,46 @@ def test_output_cap_is_an_overrun() -> None:
     assert error is not None and error.kind == OVERRUN and "1000" in error.message
 
 
+def _peak_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmHWM:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the worker's peak memory in /proc")
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",  # 10 GB of output
+        "{% macro f() %}{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}{% endmacro %}{{ f() }}",
+    ],
+    ids=["loop", "macro"],
+)
+def test_an_output_bomb_stops_within_megabytes_and_the_rest_are_not_tried(bomb: str) -> None:
+    """The binding builds the whole output before the cap is checked: this ran to the worker's 1 GiB cap and
+    aborted it (SIGABRT), once for each of a template's conversations and each runtime's configuration."""
+    eng = engine("tgi")
+    _works_after(eng)
+    pid, restarts = get_worker().pid, get_worker().stats.restarts
+    first, rest = eng.render(bomb, [_plain(), _plain()])
+    assert first.error is not None and first.error.kind == OVERRUN and "exceeded" in first.error.message
+    assert rest.error is not None and rest.error.kind == OVERRUN and "earlier conversation" in rest.error.message
+    assert get_worker().pid == pid and get_worker().stats.restarts == restarts  # stopped, not aborted
+    assert pid is not None and _peak_rss(pid) < 256 << 20
+    _works_after(eng)
+
+
+def test_counting_what_a_render_emits_changes_no_output() -> None:
+    """The emission count is a finalizer that hands every value back to minijinja's own formatter."""
+    text = (
+        "{% set m = {'a': 1, 'b': [1, none, true]} %}{{ m }}|{{ none }}|{{ [1, 'x'] }}|{{ 1.5 }}|{{ m.b }}"
+        "{% macro f(x) %}[{{ x }}]{% endmacro %}{{ f(3) }}{% set c %}c{{ 'x' }}{% endset %}{{ c }}"
+    )
+    for config_id in sorted(CONFIGS):
+        bounded = _render_one(engine(config_id), text)
+        unbounded = _render_one(engine(config_id, max_output=0), text)
+        assert bounded.ok and bounded.text == unbounded.text, config_id
+
+
 def _cpu_ticks(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()

@@ -112,25 +112,49 @@ def _engine_ids() -> list[str]:
     return ["transformers", "llamacpp", "hfjs", "minijinja/tgi", "minijinja/mistralrs", "minijinja/dynamo"]
 
 
+@pytest.fixture(scope="module")
+def corpus_facts():
+    """Each corpus template's facts, gathered once per kind: with llama.cpp (its verdicts decide then, so only the
+    llama.cpp case reads those), and without it but with every other installed Jinja engine asked at once (asking
+    one engine adds its facts and changes nothing of transformers' or another engine's). Each case of the test
+    below used to gather the whole corpus again under transformers (six times in all)."""
+    from gguftpl.analysis import analyze_template_text
+    from gguftpl.engines import registry
+
+    others = [e for e in registry.OTHER_JINJA_ENGINES if registry.availability(e).installed]
+    memo: dict[tuple[Path, bool], object] = {}
+
+    def facts(path: Path, llamacpp: bool):
+        if (path, llamacpp) not in memo:
+            memo[(path, llamacpp)] = analyze_template_text(
+                path.read_text(encoding="utf-8"),
+                bos_token="<s>",
+                eos_token="</s>",
+                llamacpp=llamacpp,
+                engines=[] if llamacpp else others,
+            )
+        return memo[(path, llamacpp)]
+
+    return facts
+
+
 @pytest.mark.parametrize("engine_id", _engine_ids())
-def test_every_corpus_template_verdict_is_the_engines_own_prompt(engine_id: str) -> None:
+def test_every_corpus_template_verdict_is_the_engines_own_prompt(corpus_facts, engine_id: str) -> None:
     """Per engine, over the whole corpus: the row of each runtime on that engine says the template fails exactly
     when the engine raises on the tools request, and that the schemas are in the prompt exactly when the
     engine's own prompt carries the canary tool's name and parameter."""
     _need(engine_id)
-    from gguftpl.analysis import analyze_template_text
     from gguftpl.runtimes.profiles import PROFILES
     from gguftpl.runtimes.view import runtime_view
     from gguftpl.templates import probes
 
-    others = [engine_id] if engine_id not in ("transformers", "llamacpp") else []
     runtimes = [p for p in PROFILES if p.engine == engine_id and p.template_choice != "ollama"]
     checked = 0
     for path in CORPUS:
         text = path.read_text(encoding="utf-8")
-        facts = analyze_template_text(
-            text, bos_token="<s>", eos_token="</s>", llamacpp=engine_id == "llamacpp", engines=others
-        )
+        facts = corpus_facts(path, engine_id == "llamacpp")
+        if engine_id not in ("transformers", "llamacpp"):
+            assert engine_id in facts.engines, (path.name, engine_id)  # asked, as it was when asked alone
         view = runtime_view([facts], {"default": text})
         direct = _direct(engine_id, text)
         for p in runtimes:

@@ -149,3 +149,11 @@ def trim_message(message: str, limit: int = 600) -> str:
     """An engine's error text, short enough for a report line (engines print whole stack traces)."""
     message = " ".join(str(message).split())
     return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def not_tried(stopped: EngineError) -> EngineError:
+    """A conversation skipped after an earlier one of the same template stopped the engine: what stopped it
+    would most likely stop it again, and each try costs the whole time limit."""
+    return EngineError(
+        stopped.kind, f"not rendered: an earlier conversation of this template stopped the engine ({stopped.message})"
+    )

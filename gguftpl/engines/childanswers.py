@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gguftpl import worker
-from gguftpl.engines.base import CRASHED, OVERRUN, RENDER, UNAVAILABLE, EngineError, Rendered, trim_message
+from gguftpl.engines.base import (
+    CRASHED,
+    OVERRUN,
+    RENDER,
+    UNAVAILABLE,
+    EngineError,
+    Rendered,
+    not_tried,
+    trim_message,
+)
 from gguftpl.worker import Outcome, Worker
 
 
@@ -70,7 +79,7 @@ class ChildEngine:
         stopped: EngineError | None = None
         for outcome in w.ask_many("render", items, timeout, skip_rest=True):
             if outcome.kind == worker.SKIPPED and stopped is not None:
-                out.append(Rendered(None, _not_tried(stopped)))
+                out.append(Rendered(None, not_tried(stopped)))
                 continue
             rendered = self._rendered(outcome, timeout)
             if not outcome.ok:
@@ -90,11 +99,3 @@ class ChildEngine:
             return Rendered(None, self.engine_error(error))
         text = answer.get("text")
         return Rendered(text) if isinstance(text, str) else Rendered(None, self.garbage())
-
-
-def _not_tried(stopped: EngineError) -> EngineError:
-    """A conversation skipped after an earlier one of the same template stopped the engine: what stopped it
-    would most likely stop it again, and each try costs the whole time limit."""
-    return EngineError(
-        stopped.kind, f"not rendered: an earlier conversation of this template stopped the engine ({stopped.message})"
-    )

@@ -7,10 +7,11 @@ its source is in :mod:`gguftpl.engines.minijinja_profiles`; the worker side is
 :mod:`gguftpl.engines.minijinja_render`.
 
 Renders run in one persistent worker (:mod:`gguftpl.worker`, ops ``load``, ``render``, ``undeclared``) that
-imports the binding before capping its address space. Three bounds hold: minijinja's own ``fuel`` (instructions
-per render), the per-item time limit (a render that outlives it kills the worker), and the address-space cap (a
+imports the binding before capping its address space. Four bounds hold: minijinja's own ``fuel`` (instructions
+per render), the output cap (counted while the render emits, so a loop printing gigabytes stops within
+megabytes), the per-item time limit (a render that outlives it kills the worker), and the address-space cap (a
 template that builds a huge string makes the Rust allocator abort the worker: ``crashed``). The next request gets
-a fresh worker.
+a fresh worker; the later conversations of a template one of them stopped are not tried.
 
 What is not modelled here but by the runtime's profile: how the runtime reshapes messages and tools before the
 template (TGI flattens messages and appends a tool prompt: :func:`~gguftpl.engines.minijinja_profiles.
@@ -36,6 +37,7 @@ from gguftpl.engines.base import (
     EngineError,
     Rendered,
     RenderRequest,
+    not_tried,
     trim_message,
     unavailable,
 )
@@ -160,14 +162,24 @@ class MinijinjaEngine:
         return answer.error
 
     def render(self, template: str, requests: Sequence[RenderRequest]) -> list[Rendered]:
-        """One answer per request, each bounded by fuel, time and memory."""
+        """One answer per request, each bounded by fuel, time, output and memory; after one that a bound stopped
+        (or that aborted the worker) the rest are not tried and say why, as the other engines' children do
+        (:mod:`gguftpl.engines.childanswers`): each further try would cost the whole bound again."""
         available = self.availability()
         if not available.installed:
             return unavailable(available, len(requests))
         source = self.config.rewrite(template)
-        items = [self._item(source, r) for r in requests]
-        outcomes = get_worker().ask_many("render", items, self.timeout)
-        return [_answer(o, self.timeout) for o in outcomes]
+        out: list[Rendered] = []
+        stopped: EngineError | None = None
+        for r in requests:
+            if stopped is not None:
+                out.append(Rendered(None, not_tried(stopped)))
+                continue
+            answer = _answer(get_worker().ask("render", self._item(source, r), self.timeout), self.timeout)
+            if answer.error is not None and answer.error.kind in (OVERRUN, CRASHED):
+                stopped = answer.error
+            out.append(answer)
+        return out
 
     def undeclared_variables(self, template: str, nested: bool = True) -> set[str] | EngineError:
         """The variables the template reads, as minijinja's ``undeclared_variables(nested)`` names them (TGI

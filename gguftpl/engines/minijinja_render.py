@@ -256,18 +256,52 @@ def undeclared_op(item: Mapping[str, Any]) -> dict[str, Any]:
     return {"names": sorted(str(n) for n in names)}
 
 
+EMITTED_FACTOR = 4
+"""Characters of ``{{ … }}`` values one render may emit, as a multiple of its output cap, counted as they are
+emitted: captured blocks and macro bodies count once where they are written and again where their result is, so
+the count may exceed the output; a real prompt emits about its own size."""
+
+
+class EmittedTooMuch(Exception):
+    """A render emitted more than its bound of characters and was stopped while rendering."""
+
+
+def _emission_counter(limit: int | None) -> Any:
+    """A finalizer that counts the characters of every value a render emits and stops it past ``limit`` (None:
+    no bound).
+    Returning NotImplemented leaves the value to minijinja's own formatter, so the output is unchanged. Without
+    it the binding builds the whole output before the cap is checked: ``{{ 'x' * 100000 }}`` in a 100,000-step
+    loop (10 GB) ran to the address-space cap and aborted the worker, once per conversation."""
+    emitted = 0
+
+    def finalize(value: Any) -> Any:
+        nonlocal emitted
+        if limit is not None and isinstance(value, str):
+            emitted += len(value)
+            if emitted > limit:
+                raise EmittedTooMuch(f"rendered output exceeded {limit // EMITTED_FACTOR} characters and was stopped")
+        return NotImplemented
+
+    return finalize
+
+
 def render_op(item: Mapping[str, Any]) -> dict[str, Any]:
     """Render one conversation: ``{"text": ...}`` or ``{"error": ...}``. ``item`` carries the configuration, the
-    rewritten template, the variables the runtime passes, the fuel and the output cap."""
+    rewritten template, the variables the runtime passes, the fuel and the output cap (checked on the output, and
+    on what the render emits while it runs: :func:`_emission_counter`)."""
     import minijinja
 
     config = item["config"]
     env = environment(config)
     env.fuel = item.get("fuel")
+    limit = int(item.get("max_output") or 0)
+    env.finalizer = _emission_counter(limit * EMITTED_FACTOR if limit else None)  # a fresh count per render
     name = config["template_name"]
     try:
         head = prelude(item["variables"], sort_keys=not config["preserve_order"])
         text = env.render_str(head + compile_source(config, item["template"]), name)
+    except EmittedTooMuch as exc:
+        return _error("overrun", str(exc), None)
     except RuntimeTemplateError as exc:
         return _runtime_error(exc, name)
     except minijinja.TemplateError as exc:
@@ -278,7 +312,6 @@ def render_op(item: Mapping[str, Any]) -> dict[str, Any]:
         return _error("overrun", "the template nests deeper than the worker's recursion limit", None)
     except Exception as exc:  # noqa: BLE001 - anything else a callback raised is the render's failure
         return _error("render", f"{type(exc).__name__}: {exc}", None)
-    limit = int(item.get("max_output") or 0)
     if limit and len(text) > limit:
         return _error("overrun", f"rendered output exceeded {limit} characters", None)
     return {"text": text}

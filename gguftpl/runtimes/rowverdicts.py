@@ -85,7 +85,13 @@ def _judge(p: RuntimeProfile, template: str, lead: str, t: TemplateFacts, engine
         return _row(p, template, None, f"{lead}; {why}", UNKNOWN)
     err = e.error(probes.TOOLS)
     if err is not None:
-        what = "refuses to load" if e.load_error is not None else "raises on a tools request with"
+        what = (
+            "refuses to load"
+            if e.load_error is not None
+            else "cannot finish a tools request with"
+            if err.overran
+            else "raises on a tools request with"
+        )
         return _row(
             p,
             template,

@@ -170,10 +170,12 @@ def transformers_engine_facts(t: TemplateFacts) -> EngineFacts:
 
 
 def llamacpp_engine_facts(t: TemplateFacts) -> EngineFacts | None:
-    """llama.cpp's renders of ``t`` loaded as a file's default template; None when llama.cpp was not asked."""
+    """llama.cpp's renders of ``t`` loaded as a file's default template; None when llama.cpp was not asked. A
+    template the bounded renderer had to stop is never run there (:mod:`gguftpl.templates.gather`): every probe
+    is then an overrun that says so, as ``verify`` says it (GT404 is the finding)."""
     llama = t.llamacpp
     if llama is None:
-        return None
+        return None if t.overrun is None else _not_run(t.overrun.message)
     if llama.unchecked:
         return EngineFacts("llamacpp", unknown=f"unknown: llama.cpp could not be asked ({llama.unchecked})")
     return EngineFacts(
@@ -182,6 +184,16 @@ def llamacpp_engine_facts(t: TemplateFacts) -> EngineFacts | None:
         renders=dict(llama.renders),
         tools_in_prompt=engine_tools_verdict(llama.renders.get(probes.TOOLS)),
     )
+
+
+def _not_run(overrun: str) -> EngineFacts:
+    """llama.cpp's view of a render bomb: every probe an overrun, none run."""
+    why = (
+        f"not run through llama.cpp: transformers' bounded renderer had to stop this template ({overrun}); "
+        "llama.cpp renders without limits, so it would hang or crash"
+    )
+    renders = {name: EngineRender(None, why, True) for name, *_ in probes.engine_probes()}
+    return EngineFacts("llamacpp", renders=renders)
 
 
 def other_differences(

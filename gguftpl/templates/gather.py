@@ -174,7 +174,7 @@ def gather_facts(
     else:
         _render_probes(draft, r, ast)
     llama = None
-    if ask_llamacpp and not _is_bomb(draft):
+    if ask_llamacpp and not _is_bomb(draft, r):
         # llama.cpp renders the template at load without limits: a bomb would cost a crashed worker or the
         # whole timeout and say nothing the bounded renderer has not
         t2 = time.perf_counter()
@@ -223,10 +223,12 @@ def _render_probes(draft: _Draft, r: _Renderer, ast: Any) -> None:
     draft.timings["render"] = round((time.perf_counter() - t1) * 1000, 2)
 
 
-def _is_bomb(draft: _Draft) -> bool:
+def _is_bomb(draft: _Draft, r: _Renderer) -> bool:
+    """The bounded renderer had to stop a probe (``r.overrun``: the draft's own ``overrun`` is set only by
+    ``_decide``, after llama.cpp was asked), or the AST holds a range too large to run."""
     static = draft.fields.get("static")
     huge_range = static is not None and any(i.kind == "range" for i in static.sandbox)
-    return draft.fields.get("overrun") is not None or huge_range
+    return r.overrun is not None or draft.fields.get("overrun") is not None or huge_range
 
 
 def _issue(i: Any) -> SourceIssue:

@@ -647,6 +647,8 @@ def bench_scan(work: Path, runs: int) -> str:
         rows.append([label, f"{dt:.2f} s", f"{rss} MiB", str(len(doc["models"])), str(doc["analysed"]),
                      str(doc["go_rendered"]), str(doc["bytes_hashed"])])  # fmt: skip
     return "### Scan of the stores (target: 50 models warm < 2 s, nothing rendered)\n\n" + table(rows)
+
+
 def bench_bombs(work: Path, runs: int) -> str:
     from bench_bombs import bombs_table
 

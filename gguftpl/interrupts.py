@@ -65,6 +65,8 @@ def install() -> None:
         return
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    # a mask inherited blocked (a parent's thread that blocks them, as test runners' can) would hold them pending
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _State.installed = True
     _start_watchdog()
 

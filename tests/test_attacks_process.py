@@ -232,3 +232,18 @@ def test_a_killed_parent_leaves_no_private_folder_of_its_worker(tmp_path: Path) 
     parent.kill()
     parent.communicate()
     wait_until(lambda: not folder.exists(), "the killed parent's worker left its private folder")
+
+
+def test_a_signal_blocked_by_the_parent_still_ends_a_command(tmp_path: Path) -> None:
+    """A process inherits its parent's signal mask: started from a thread that blocks SIGINT (some test runners
+    and supervisors), gguftpl would hold a Ctrl-C pending and run to the end. It unblocks what it handles."""
+    code = (
+        "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # as if inherited\n"
+        + HANDLERS.format(grace=600)
+        + "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(600)\nexcept KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    proc = _python(code)
+    proc.send_signal(signal.SIGINT)
+    out, _err = proc.communicate(timeout=SAFETY_TIMEOUT)
+    assert out.strip() == "interrupted"

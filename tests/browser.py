@@ -58,8 +58,10 @@ def dump_dom(page: Path, tmp: Path) -> str:
 
 def screenshot(page: Path, png: Path, tmp: Path, width: int = 1400, height: int = 1800) -> Path:
     profile = tmp / f"chromium-profile-shot-{page.stem}"
-    _run(["--hide-scrollbars", f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()],
-         profile)
+    _run(
+        ["--hide-scrollbars", f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()],
+        profile,
+    )
     return png
 
 

@@ -22,7 +22,7 @@ MakeGGUF = Callable[..., Path]
 ROOT = Path(__file__).resolve().parent.parent
 CHATML_SAMPLE = "hermes-2-pro-mistral-7b.chatml.gguf"
 UPSTREAM_SAMPLE = "hermes-2-pro-mistral-7b.upstream.gguf"
-CSP = "<meta http-equiv=\"Content-Security-Policy\""
+CSP = '<meta http-equiv="Content-Security-Policy"'
 
 # each attack writes its own marker, built at run time: the page's text holds "PWN'+'ED1", never "PWNED1"
 ATTACKS = {
@@ -87,18 +87,22 @@ def panels(dom: Node, section: Node | None = None) -> list[dict]:
     out = []
     for p in (section or dom).find_all("div", cls="panel"):
         pre = p.find_all("pre", cls="prompt")
-        out.append({
-            "runtimes": text(p.find("div", cls="panel-head").find("b")),
-            "engine": text(p.find("span", cls="engine")).removeprefix("engine "),
-            "badge": text(p.find("span", cls="badge")),
-            "prompt": text(pre[0]) if pre else None,
-            "marks": [text(m) for m in p.find_all("mark", cls="schema")],
-            "classes": p.classes(),
-        })
+        out.append(
+            {
+                "runtimes": text(p.find("div", cls="panel-head").find("b")),
+                "engine": text(p.find("span", cls="engine")).removeprefix("engine "),
+                "badge": text(p.find("span", cls="badge")),
+                "prompt": text(pre[0]) if pre else None,
+                "marks": [text(m) for m in p.find_all("mark", cls="schema")],
+                "classes": p.classes(),
+            }
+        )
     return out
 
 
-def test_sample_reports_show_the_matrix_the_fixes_and_the_prompts_side_by_side(samples_dir: Path, tmp_path: Path) -> None:
+def test_sample_reports_show_the_matrix_the_fixes_and_the_prompts_side_by_side(
+    samples_dir: Path, tmp_path: Path
+) -> None:
     files = [samples_dir / CHATML_SAMPLE, samples_dir / UPSTREAM_SAMPLE]
     page = html_report(tmp_path, "report.html", "--exit-zero", *files)
     doc = json_report("--exit-zero", *files)
@@ -112,8 +116,10 @@ def test_sample_reports_show_the_matrix_the_fixes_and_the_prompts_side_by_side(s
     assert rows[str(files[1])][head.index("llama.cpp")] == "yes"
 
     # every finding with the fix text every other format prints
-    shown = [text(f.find("code")) if f.find_all("code") else text(f).removeprefix("fix: ")
-             for f in dom.find_all("span", cls="fix")]
+    shown = [
+        text(f.find("code")) if f.find_all("code") else text(f).removeprefix("fix: ")
+        for f in dom.find_all("span", cls="fix")
+    ]
     fixes = [f["fix"] for fa in doc["files"] for f in fa["findings"]]
     assert shown == fixes and fixes
 
@@ -133,8 +139,13 @@ def test_sample_reports_show_the_matrix_the_fixes_and_the_prompts_side_by_side(s
     assert llama["prompt"] == engine_facts(tool_use, "llamacpp").text(probes.TOOLS)
     assert llama["badge"].startswith("tool schema in the prompt (line ")
     assert probes.CANARY_TOOL_NAME in llama["marks"] and probes.CANARY_PARAM_NAME in llama["marks"]
-    assert set(llama["marks"]) <= {probes.CANARY_TOOL_NAME, probes.CANARY_PARAM_NAME, probes.CANARY_PARAM_TOKEN,
-                                   probes.CANARY_PARAM_DESCRIPTION, probes.CANARY_TOOL_DESCRIPTION}
+    assert set(llama["marks"]) <= {
+        probes.CANARY_TOOL_NAME,
+        probes.CANARY_PARAM_NAME,
+        probes.CANARY_PARAM_TOKEN,
+        probes.CANARY_PARAM_DESCRIPTION,
+        probes.CANARY_TOOL_DESCRIPTION,
+    }
     vllm = next(p for p in fixed if "vLLM" in p["runtimes"])
     assert vllm["engine"] == "transformers" and vllm["badge"] == "tool schema missing" and not vllm["marks"]
     assert vllm["prompt"] == engine_facts(run.files[1].templates[0], "transformers").text(probes.TOOLS)
@@ -162,7 +173,9 @@ def test_a_folder_audit_shows_every_quant_and_one_prompts_section_for_the_shared
     codes = {f["code"] for fa in doc["files"] for f in fa["findings"]}
     assert {"GT001", "GT201"} <= codes
     assert {text(b) for b in dom.find_all("b") if text(b).startswith("GT")} == codes
-    repo_level = [d for d in dom.find_all("details", cls="file") if "checks across the quants" in text(d.find("summary"))]
+    repo_level = [
+        d for d in dom.find_all("details", cls="file") if "checks across the quants" in text(d.find("summary"))
+    ]
     assert len(repo_level) == 1
 
 

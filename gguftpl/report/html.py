@@ -132,8 +132,13 @@ def _file(fa: FileAudit, run: AuditRun, index: int, prompts_anchor: str) -> dict
         "counts": counts,
         "findings": [_finding(f, run) for f in fa.findings],
         "runtimes": [
-            {"name": r.name, "engine": r.engine, "template": r.template, "word": cell(r.to_dict()).word,
-             "reason": r.reason}
+            {
+                "name": r.name,
+                "engine": r.engine,
+                "template": r.template,
+                "word": cell(r.to_dict()).word,
+                "reason": r.reason,
+            }
             for r in rows
         ],
         "verdict": verdict,

@@ -169,9 +169,12 @@ def _panel(group: _Group, t: TemplateFacts) -> Panel:
     notes = []
     if e.template:
         notes.append(f"rendered from {e.template}, the template Ollama puts in this one's place")
-    if any(r.outcome == INJECTED for r in group.rows):
-        notes.append("injected: the runtime writes its own tool prompt beside this one, in a format the model "
-                     "was not trained on")
+    injecting = [r.name for r in group.rows if r.outcome == INJECTED]
+    if injecting:
+        notes.append(
+            f"{', '.join(injecting)}: writes its own tool prompt beside this one, in a format the model "
+            "was not trained on"
+        )
     cut = max(0, len(text) - PROMPT_MAX_CHARS)
     return Panel(group.engine, runtimes, text[:PROMPT_MAX_CHARS], cut, schema, line, "; ".join(notes))
 

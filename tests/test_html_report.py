@@ -223,6 +223,8 @@ def test_hostile_templates_and_file_names_render_inert(tmp_path: Path, make_gguf
     assert "<script>document.body.setAttribute('data-p','PWN'+'ED1')" in shown  # the template's text, as text
     assert "\\u202e" in shown and "\\x1b[31m" in shown  # as the text report shows them
     assert "{{ 7*7 }}" in shown
+    names = [text(h) for h in dom.find_all("h4")]
+    assert any(n.startswith("template x<b></pre></textarea></title></style><script>") for n in names), names
     _, rows = matrix(dom)
     assert any(label.startswith(str(folder / "q<img src=x onerror=")) for label in rows), list(rows)
     hostile = [p for p in panels(dom) if p["prompt"] is not None and "</pre>" in p["prompt"]]
@@ -276,3 +278,28 @@ def test_html_to_stdout_is_the_same_page(fmt: str, samples_dir: Path, tmp_path: 
     page = html_report(tmp_path, "a.html", "--exit-zero", samples_dir / CHATML_SAMPLE)
     code, out, _ = cli("audit", "--exit-zero", "--format", fmt, samples_dir / CHATML_SAMPLE)
     assert code == 0 and out == page.read_text(encoding="utf-8")
+
+
+def test_the_page_takes_rows_of_repos_as_well_as_files(tmp_path: Path) -> None:
+    """A survey's table (repo x runtime) is the same matrix built from rows as JSON carries them."""
+    from gguftpl.report.html import page
+    from gguftpl.report.htmlparts import matrix as build
+
+    rows = [
+        {
+            "name": "llama.cpp",
+            "outcome": "dropped",
+            "tools_reach_prompt": False,
+            "reason": "drops " + ATTACKS["PWNED2"],
+        },
+        {"name": "Ollama", "outcome": "refused", "tools_reach_prompt": False, "reason": "refuses"},
+    ]
+    entries = [("org/" + ATTACKS["PWNED1"], "", rows, "a note \u202e"), ("org/fine", "", rows[:1], "")]
+    out = tmp_path / "repos.html"
+    out.write_text(page("survey", "2 repos", build("repo", entries)), encoding="utf-8")
+    dom = assert_inert(out, tmp_path)
+    head, shown = matrix(dom)
+    assert head == ["llama.cpp", "Ollama"]
+    assert shown == {"org/" + ATTACKS["PWNED1"]: ["no", "refused"], "org/fine": ["no", "\u2013"]}
+    assert dom.find("td", cls="no").attrs["title"] == "drops " + ATTACKS["PWNED2"]
+    assert "a note \\u202e" in text(dom)

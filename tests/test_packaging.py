@@ -60,6 +60,7 @@ def test_built_wheel_carries_the_catalog_and_an_installed_copy_finds_it(tmp_path
         f"gguftpl/engines/ollama_templates/{n}" for n in ("ollama-index.json", "chatml.gotmpl", "LICENSE", "SOURCES.md")
     }
     assert ollama <= names  # Ollama's registry ships with its licence and provenance
+    assert "gguftpl/report/report.html.j2" in names  # the HTML report's page
     assert not [n for n in names if n.startswith("gguftpl/data/")]
 
     site = tmp_path / "site"

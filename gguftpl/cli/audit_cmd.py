@@ -30,7 +30,8 @@ SEVERITIES = ["error", "warning", "info"]
     type=click.Choice(format_names()),
     default="text",
     show_default=True,
-    help="Report format: text for people, json for scripts, sarif for code scanning, github for annotations.",
+    help="Report format: text for people, json for scripts, sarif for code scanning, github for annotations, html "
+    "for a self-contained page to look at (with -o report.html).",
 )
 @click.option(
     "--fail-on",

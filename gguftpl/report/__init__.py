@@ -36,6 +36,7 @@ FORMATS: dict[str, str] = {
     "json": "json:JSONFormatter",
     "sarif": "sarif:SARIFFormatter",
     "github": "github:GitHubFormatter",
+    "html": "html:HTMLFormatter",
 }
 
 

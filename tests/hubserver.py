@@ -30,6 +30,7 @@ Fixture API
         hub.extra_models.append({"id": "org/gone", "sha": "0" * 40})  # listed, but no such repo (404)
         hub.models_endless_page = True               # an /api/models page whose body never ends
         hub.models_loop = True                       # every /api/models page links to a next one, for ever
+        hub.new_commit("org/name")                   # the same files at a new commit sha (a push)
         hub.header_reads()                           # Counter of (repo, rev, path) -> Range reads from byte 0
     tokenizer_config({"default": A, "tool_use": B}, bos_token="<s>")  # -> tokenizer_config.json text
 
@@ -137,6 +138,13 @@ class HubServer:
             self._gated[repo_id] = token
         else:
             self._gated.pop(repo_id, None)
+
+    def new_commit(self, repo_id: str, revision: str = "main") -> str:
+        """A new commit sha for the revision (the files as they are): what a push does to the listing."""
+        refs = self._refs(repo_id)
+        refs[revision] = hashlib.sha1(f"{refs[revision]}+".encode()).hexdigest()
+        (self.root / repo_id / "refs.json").write_text(json.dumps(refs, indent=1))
+        return refs[revision]
 
     def commit_sha(self, repo_id: str, revision: str = "main") -> str:
         return self._refs(repo_id)[revision]
@@ -362,7 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
             if sha is None or ("gguf" in q.get("filter", []) and not any(rev_dir.rglob("*.gguf"))):
                 continue
             models.append({"id": repo_id, "sha": sha})
-        models += hub.extra_models
+        for m in hub.extra_models:  # filtered by author like the others when they name one
+            rid = m.get("id") if isinstance(m, dict) else None
+            if not (q.get("author") and isinstance(rid, str) and rid.split("/")[0] != q["author"][0]):
+                models.append(m)
         start = int(q.get("cursor", ["0"])[0])
         size = min(int(q.get("limit", [hub.models_page_size])[0]), hub.models_page_size)
         page = models[start : start + size]
@@ -375,14 +386,14 @@ class _Handler(BaseHTTPRequestHandler):
             rest = {k: v for k, v in q.items() if k != "cursor"}
             url = f"{hub.url}/api/models?{urlencode({**rest, 'cursor': [str(nxt)]}, doseq=True)}"
             self.send_header("Link", f'<{url}>; rel="next"')
-        if hub.models_endless_page:  # "[" then a space every 20 ms, until the client or the server stops
-            self.send_header("Content-Length", str(1 << 40))
+        if hub.models_endless_page:  # chunked: "[" then a space every 20 ms, until the client or the server stops
+            self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             sent = 0
             try:
-                self.wfile.write(b"[")
+                self.wfile.write(b"1\r\n[\r\n")
                 while not hub._stopped.wait(0.02):
-                    self.wfile.write(b" ")
+                    self.wfile.write(b"1\r\n \r\n")
                     self.wfile.flush()
                     sent += 1
             except OSError:

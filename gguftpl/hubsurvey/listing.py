@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +69,8 @@ def list_gguf_repos(
             return [_listed(it, n) for n, it in zip(range(cap), items, strict=False)]
 
         try:
-            found = run_bounded(f"listing the Hub's GGUF models ({what})", page, max_bytes=_api_bytes)
+            with _quiet_retries():
+                found = run_bounded(f"listing the Hub's GGUF models ({what})", page, max_bytes=_api_bytes)
         except HubError:
             raise
         except Exception as exc:  # noqa: BLE001 - huggingface_hub's errors and a hostile answer, in one line
@@ -78,6 +80,26 @@ def list_gguf_repos(
             if len(seen) >= cap:
                 return list(seen.values())
     return list(seen.values())
+
+
+@contextmanager
+def _quiet_retries() -> Iterator[None]:
+    """huggingface_hub's retry warnings (``'timed out' thrown while requesting …``, ``Retrying in 1s``) kept off
+    stderr while the listing runs: the listing's one line says how it ended."""
+    import logging
+
+    class _NoRetries(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            msg = record.getMessage()
+            return "thrown while requesting" not in msg and not msg.startswith("Retrying in")
+
+    log = logging.getLogger("huggingface_hub.utils._http")
+    quiet = _NoRetries()
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
 
 
 def _api_bytes(url: str) -> int:

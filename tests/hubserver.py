@@ -414,8 +414,16 @@ class _Handler(BaseHTTPRequestHandler):
         base = {"_id": hashlib.md5(str(rid).encode()).hexdigest()[:24], "id": rid}
         if expand:
             return {**base, **{k: m[k] for k in expand if k in m}}
-        return {**base, "modelId": rid, "likes": 0, "downloads": 0, "private": False, "tags": ["gguf"],
-                "createdAt": "2026-01-01T00:00:00.000Z", **{k: v for k, v in m.items() if k != "sha"}}
+        return {
+            **base,
+            "modelId": rid,
+            "likes": 0,
+            "downloads": 0,
+            "private": False,
+            "tags": ["gguf"],
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            **{k: v for k, v in m.items() if k != "sha"},
+        }
 
     def _api_tree(self, repo_id: str, revision: str, sub: str, recursive: bool, head: bool) -> None:
         if self._gated_reply(repo_id, head):

@@ -46,7 +46,9 @@ def catalog(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("GGUFTPL_REMOTE_TIMEOUT", "3")
     files = {
         "plain": build_gguf(tmp_path / "plain.gguf", templates={"default": CHATML}, tensors=False),
-        "tools": build_gguf(tmp_path / "tools.gguf", templates={"default": CHATML, "tool_use": TOOL_USE}, tensors=False),
+        "tools": build_gguf(
+            tmp_path / "tools.gguf", templates={"default": CHATML, "tool_use": TOOL_USE}, tensors=False
+        ),
         "hostile": build_gguf(tmp_path / "hostile.gguf", templates={"default": HOSTILE}, tensors=False),
     }
     kinds: dict[str, str] = {}
@@ -108,9 +110,7 @@ def test_survey_reports_every_repo_of_the_author(hub: HubServer, catalog: dict[s
     assert len(pages) == -(-(REPOS) // 7) and all("filter=gguf" in r.path and "author=pub" in r.path for r in pages)
 
 
-def test_survey_second_run_audits_only_changed_commits(
-    hub: HubServer, catalog: dict[str, Any], tmp_path: Path
-) -> None:
+def test_survey_second_run_audits_only_changed_commits(hub: HubServer, catalog: dict[str, Any], tmp_path: Path) -> None:
     state = tmp_path / "survey.db"
     gguftpl.survey(authors=[ORG], state=state)
     changed = f"{ORG}/model05-GGUF"
@@ -243,3 +243,20 @@ def test_quant_families_from_the_type_names() -> None:
     assert listed == 5
     assert [n for n, _ in chosen] == ["M-Q4_K_M.gguf", "big/M-Q8_0-00001-of-00002.gguf", "mmproj-M-f16.gguf"]
     assert [n for n, _ in sample_files(files, all_files=True)[0]] == [n for n, _ in files if "00002-of" not in n]
+
+
+def test_every_survey_format_has_a_formatter() -> None:
+    from gguftpl.cli.survey_cmd import command
+    from gguftpl.hubsurvey import FileRecord, RepoRow, SurveyResult
+    from gguftpl.report.survey import SURVEY_FORMATS, get_survey_formatter
+
+    choices = next(p for p in command.params if p.name == "fmt").type.choices  # type: ignore[attr-defined]
+    assert list(choices) == list(SURVEY_FORMATS)
+    rec = FileRecord("m-Q4_K_M.gguf", "hf://o/m@x", (("GT201", "error", "no tools"),), ("llama.cpp",), "=cmd")
+    result = SurveyResult("--author o", [RepoRow("o/m", "a" * 40, 2, (rec,))])
+    for name in SURVEY_FORMATS:
+        text = get_survey_formatter(name).format(result)
+        assert isinstance(text, str) and text.endswith("\n") and "o/m" in text
+    (row,) = list(csv.DictReader(io.StringIO(get_survey_formatter("csv").format(result))))
+    assert row["fix"] == "'=cmd" and row["top_findings"] == "GT201 x1"  # no formula runs in a spreadsheet
+    assert RepoRow.from_dict(json.loads(json.dumps(result.rows[0].to_dict()))) == result.rows[0]

@@ -12,8 +12,16 @@ from gguftpl.report.survey import survey_format_names
 
 
 @click.command("survey")
-@click.option("--author", "authors", multiple=True, metavar="ORG", help="Survey this user's or organisation's GGUF repos. Repeatable.")
-@click.option("--search", metavar="TEXT", help="Survey the GGUF repos whose name matches TEXT (with --author: theirs only).")
+@click.option(
+    "--author",
+    "authors",
+    multiple=True,
+    metavar="ORG",
+    help="Survey this user's or organisation's GGUF repos. Repeatable.",
+)
+@click.option(
+    "--search", metavar="TEXT", help="Survey the GGUF repos whose name matches TEXT (with --author: theirs only)."
+)
 @click.option(
     "--repos",
     "repos_file",
@@ -31,12 +39,20 @@ from gguftpl.report.survey import survey_format_names
     "second run audits again only the repos whose commit changed.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(survey_format_names()), default="text", show_default=True, help="Report format."
+    "--format",
+    "fmt",
+    type=click.Choice(survey_format_names()),
+    default="text",
+    show_default=True,
+    help="Report format.",
 )
 @click.option("-j", "--jobs", type=click.IntRange(1, 32), default=4, show_default=True, help="Repos read at once.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically).")
 @click.option(
-    "--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    default="error",
+    show_default=True,
     help="Exit 1 when a repo has a finding at or above this severity (or could not be audited).",
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when repos have findings (2 still means an error).")
@@ -73,9 +89,9 @@ def command(
     """
     from gguftpl.audit import AuditOptions
     from gguftpl.auditcache import AnalysisCache
+    from gguftpl.hubsurvey import survey
     from gguftpl.report import write_atomic
     from gguftpl.report.survey import get_survey_formatter
-    from gguftpl.hubsurvey import survey
 
     if not authors and not search and not repos_file:
         raise click.UsageError("give --author ORG, --search TEXT or --repos FILE", ctx=ctx)

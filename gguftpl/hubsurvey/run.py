@@ -342,7 +342,9 @@ class _Run:
         from gguftpl.remotebounds import deadline_seconds
 
         deadline = time.monotonic() + deadline_seconds()
-        listing = list_repo_ggufs(HubRepoRef(r.repo_id, r.sha or r.revision), endpoint=self.s.endpoint, token=self.s.token)
+        listing = list_repo_ggufs(
+            HubRepoRef(r.repo_id, r.sha or r.revision), endpoint=self.s.endpoint, token=self.s.token
+        )
         sha = listing.commit or r.sha or r.revision or "main"
         prev = self.st.row(r.repo_id)
         if r.sha is None and prev is not None and prev[1] and prev[0] == sha:
@@ -356,7 +358,9 @@ class _Run:
             if self.stop.is_set():
                 return
             if time.monotonic() > deadline:
-                self._post("error", r, sha, f"{r.repo_id}: gave up after {deadline_seconds():g} s, the deadline of one repo")
+                self._post(
+                    "error", r, sha, f"{r.repo_id}: gave up after {deadline_seconds():g} s, the deadline of one repo"
+                )
                 return
             try:
                 rr = read_remote_header(listing.ref.file(name, sha), token=self.s.token, follow_shards=False)
@@ -390,7 +394,9 @@ class _Run:
         elif kind == "error":
             _, _, sha, why = msg
             have = self.st.files(r.repo_id, sha) if sha else {}
-            self._finish(RepoRow(r.repo_id, sha, 0, tuple(FileRecord.from_dict(v) for v in have.values()), why), ok=False)
+            self._finish(
+                RepoRow(r.repo_id, sha, 0, tuple(FileRecord.from_dict(v) for v in have.values()), why), ok=False
+            )
         return 0
 
     def _finish(self, row: RepoRow, *, ok: bool) -> None:

@@ -57,7 +57,8 @@ class SurveyState:
     def put_row(self, repo: str, sha: str | None, ok: bool, row: dict[str, Any]) -> None:
         with self._lock, self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO repos VALUES (?, ?, ?, ?, ?)", (repo, sha, int(ok), json.dumps(row), time.time())
+                "INSERT OR REPLACE INTO repos VALUES (?, ?, ?, ?, ?)",
+                (repo, sha, int(ok), json.dumps(row), time.time()),
             )
             if ok and sha:  # the repo's files are in its row now
                 self._db.execute("DELETE FROM files WHERE repo = ? AND sha != ?", (repo, sha))

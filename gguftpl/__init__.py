@@ -76,6 +76,9 @@ _LAZY = {
     "scan": "gguftpl.scan",
     "ScanResult": "gguftpl.scan",
     "ollama_modelfile": "gguftpl.runtimes.modelfile",
+    "survey": "gguftpl.hubsurvey",
+    "SurveyResult": "gguftpl.hubsurvey",
+    "RepoRow": "gguftpl.hubsurvey",
 }
 
 

@@ -13,6 +13,7 @@ The messages that tell the user which variable to set are phrased here too (``OF
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from gguftpl.errors import HubError
@@ -24,6 +25,7 @@ __all__ = [
     "cache_dir",
     "endpoint",
     "headers",
+    "hf_api",
     "hub_hosts",
     "offline",
     "strip_hub_url",
@@ -99,6 +101,13 @@ def headers(explicit_token: str | bool | None = None) -> dict[str, str]:
         return dict(build_hf_headers(token=token(explicit_token), library_name="gguftpl"))
     except Exception as exc:  # noqa: BLE001 - e.g. OIDC exchange failures
         raise HubError(f"cannot build Hub credentials: {' '.join(str(exc).split())}") from None
+
+
+def hf_api(explicit_endpoint: str | None = None, explicit_token: str | bool | None = None) -> Any:
+    """A ``huggingface_hub.HfApi`` on the :func:`endpoint` and with the :func:`token` in effect now."""
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint(explicit_endpoint), token=token(explicit_token), library_name="gguftpl")
 
 
 def hub_hosts() -> frozenset[str]:

@@ -83,3 +83,7 @@ MAX_HEADER_BYTES = 512 * 1024 * 1024
 """Largest GGUF header (metadata and tensor infos) read, local or remote: it is read into memory (a local file
 is not memory-mapped: truncated underneath, a mapping kills the process with SIGBUS). No real header comes
 close (262k vocabulary + merges ~ 16 MB); a hostile length must not turn a header read into reading the file."""
+
+MAX_SURVEY_REPOS = 100_000
+"""Repos one survey lists and audits: the largest GGUF publishers have a few thousand; a listing whose pages
+never stop ends here (or at its deadline)."""

@@ -12,9 +12,10 @@ listing a repo, fetching an upstream's files) runs inside :func:`bounded`, which
   that runs past it anyway.
 
 The checks are httpx event hooks on huggingface_hub's shared session (its request and response hooks are
-public), added once and idle when no operation is running. The bounds in force are process-wide, not
-per thread: huggingface_hub downloads a snapshot's files in its own worker threads. While several
-operations run at once, the earliest deadline and the smallest size bound apply to all of them.
+public), added once and idle when no operation is running. A request made in the thread that runs an
+operation obeys that operation's bounds only, so operations run side by side (a survey's repos) do not end
+each other; a request from any other thread (huggingface_hub downloads a snapshot's files in its own worker
+threads) obeys the earliest deadline and the smallest size bound of every operation in progress.
 
 The deadline is ``limits.REMOTE_DEADLINE``, or ``GGUFTPL_REMOTE_TIMEOUT`` (seconds) when set.
 """
@@ -74,6 +75,8 @@ class Bounds:
     deadline: float
     """``time.monotonic()`` value after which every request of the operation fails."""
     max_bytes: MaxBytes | None = None
+    thread: int = 0
+    """``threading.get_ident()`` of the thread that runs the operation."""
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -98,7 +101,7 @@ def bounded(what: str, *, seconds: float | None = None, max_bytes: MaxBytes | No
     """Run one remote operation within its deadline (and size bounds). An error that ends the operation after
     its deadline passed is reported as the deadline (a timeout deep inside huggingface_hub, a retry given up)."""
     secs = deadline_seconds() if seconds is None else seconds
-    bounds = Bounds(what, secs, time.monotonic() + secs, max_bytes)
+    bounds = Bounds(what, secs, time.monotonic() + secs, max_bytes, threading.get_ident())
     _install()
     with _lock:
         _active.append(bounds)
@@ -158,6 +161,9 @@ def run_bounded(what: str, fn: Callable[[], T], *, max_bytes: MaxBytes | None = 
 def _current() -> tuple[Bounds | None, list[Bounds]]:
     with _lock:
         active = list(_active)
+    me = threading.get_ident()
+    own = [b for b in active if b.thread == me]
+    active = own or active
     return (min(active, key=lambda b: b.deadline) if active else None), active
 
 

@@ -11,6 +11,8 @@ Sections (run all, or name some: `python scripts/bench.py header patch`):
   remote  bytes and requests per remote audit (49k and 262k vocab); 20-file repo audit, concurrent vs serial
   bigfolder  cold audit of a folder of 100 GGUFs with 262k-token vocabularies: time and peak RSS
   scan    gguftpl scan of a home with 50 models (25 Ollama tags, 25 LM Studio files): cold, then warm
+  survey  `gguftpl survey --author` of 60 and of 240 repos (4 quants of SmolLM2 each) on the local Hub: time,
+          peak RSS (flat in the number of repos), header reads (at most one per file); then the warm re-run
   patch-folder  `patch DIR -o OUT` of 24 quants vs `cp -r --reflink=never` of the folder, on a loop XFS
   bombs   cold audit and verify of GGUFs whose template is a render bomb (scripts/bench_bombs.py): time, peak RSS
 
@@ -655,6 +657,37 @@ def bench_bombs(work: Path, runs: int) -> str:
     return bombs_table(work, runs, run, table)
 
 
+def bench_survey(work: Path, runs: int) -> str:
+    """``gguftpl survey --author`` over a local Hub (issue 23: 60 repos, bounded memory, no more than one header
+    read per distinct file): a fresh state each time, then a second run on the state of the first (nothing read)."""
+    from tests.hubserver import HubServer
+
+    smol = corpus("SmolLM2-135M-Instruct.Q4_1.gguf")
+    rows = [["gguftpl survey --author", "time", "peak RSS", "repos", "headers read", "most reads of one file"]]
+    for n in (60, 240):
+        with HubServer(work / f"survey-hub-{n}") as hub:
+            for i in range(n):
+                for q in ("Q4_K_M", "Q4_K_S", "Q8_0", "IQ2_XS"):
+                    hub.add_file(f"bench{n}/m{i:03d}-GGUF", f"m{i:03d}-{q}.gguf", smol)
+            hub.latency = 0.01
+            env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(work / "survey-hf"),
+                   "GGUFTPL_CACHE_DIR": str(work / f"survey-cache-{n}")}  # fmt: skip
+            state = work / f"survey-{n}.db"
+            state.unlink(missing_ok=True)
+            cmd = [str(BIN / "gguftpl"), "survey", "--author", f"bench{n}", "--state", str(state), "--format", "json"]
+            for label in ("cold", "again (same state)"):
+                hub.clear_log()
+                dt, rss, text = run(cmd, env)
+                doc = json.loads(text)
+                reads = hub.header_reads()
+                most = max(reads.values(), default=0)
+                rows.append([f"{n} repos, {label}", f"{dt:.2f} s", f"{rss} MiB", str(doc["repos"]),
+                             str(doc["header_reads"]), str(most)])  # fmt: skip
+    return "### Survey of a publisher on the local Hub (target: bounded memory, <= 1 header read per file)\n\n" + table(
+        rows
+    )
+
+
 SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "header": bench_header,
     "patch": bench_patch,
@@ -663,6 +696,7 @@ SECTIONS: dict[str, Callable[[Path, int], str]] = {
     "remote": bench_remote,
     "bigfolder": bench_big_folder,
     "scan": bench_scan,
+    "survey": bench_survey,
     "patch-folder": lambda work, runs: __import__("bench_folder").bench_patch_folder(work, runs, run, PY),
     "bombs": bench_bombs,
 }

@@ -25,12 +25,23 @@ Fixture API
         hub.drop_after_bytes = 100                   # send headers + 100 body bytes, then close
         hub.latency = 0.05                           # seconds to wait before answering (a far-away Hub)
         hub.fail_status = 503                        # answer every request with this HTTP error status
+        hub.slow_repos["org/name"] = 30.0            # every request about that repo waits 30 s (cut short at stop)
+        hub.models_page_size = 7                     # /api/models pages of 7 (the real Hub: 1000)
+        hub.extra_models.append({"id": "org/gone", "sha": "0" * 40})  # listed, but no such repo (404)
+        hub.models_endless_page = True               # an /api/models page whose body never ends
+        hub.models_loop = True                       # every /api/models page links to a next one, for ever
+        hub.new_commit("org/name")                   # the same files at a new commit sha (a push)
+        hub.header_reads()                           # Counter of (repo, rev, path) -> Range reads from byte 0
     tokenizer_config({"default": A, "tool_use": B}, bos_token="<s>")  # -> tokenizer_config.json text
 
 Directory layout on disk (``root``): ``<org>/<repo>/<rev>/<files>``; ``<org>/<repo>/refs.json`` maps
 revision names (branches, tags) to commit shas, and each commit sha can be used as a revision too.
 
 Endpoints (what huggingface_hub 1.x/2.x sends, see RESEARCH §6):
+  GET /api/models?author=&search=&filter=gguf&expand=sha&limit=   the model listing, as the real Hub pages it:
+                                             a JSON list per page, the next page in ``Link: <URL>; rel="next"``
+                                             (``cursor=``); ``filter=gguf``: repos with a *.gguf file; with
+                                             ``expand``: ``id``, ``_id`` and the fields asked for only
   HEAD|GET /{repo}/resolve/{rev}/{path}       headers X-Repo-Commit, ETag (quoted git blob sha1),
                                              Content-Length, Accept-Ranges; Range -> 206 + Content-Range
   GET /api/models/{repo}[/revision/{rev}]     {"id", "sha", "siblings": [{"rfilename"}], ...}
@@ -50,11 +61,12 @@ import shutil
 import socket
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _CHUNK = 1 << 16
@@ -85,6 +97,12 @@ class HubServer:
         self.drop_after_bytes: int | None = None
         self.latency = 0.0
         self.fail_status: int | None = None
+        self.slow_repos: dict[str, float] = {}
+        self.models_page_size = 1000
+        self.extra_models: list[Any] = []
+        self.models_endless_page = False
+        self.models_loop = False
+        self._stopped = threading.Event()
         self._gated: dict[str, str | None] = {}  # repo -> token that opens it (None: nothing does)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -121,6 +139,13 @@ class HubServer:
         else:
             self._gated.pop(repo_id, None)
 
+    def new_commit(self, repo_id: str, revision: str = "main") -> str:
+        """A new commit sha for the revision (the files as they are): what a push does to the listing."""
+        refs = self._refs(repo_id)
+        refs[revision] = hashlib.sha1(f"{refs[revision]}+".encode()).hexdigest()
+        (self.root / repo_id / "refs.json").write_text(json.dumps(refs, indent=1))
+        return refs[revision]
+
     def commit_sha(self, repo_id: str, revision: str = "main") -> str:
         return self._refs(repo_id)[revision]
 
@@ -153,6 +178,7 @@ class HubServer:
 
     def start(self) -> HubServer:
         server = self
+        self._stopped.clear()
 
         class Handler(_Handler):
             hub = server
@@ -165,7 +191,17 @@ class HubServer:
         self._thread.start()
         return self
 
+    def header_reads(self) -> Counter[tuple[str, str, str]]:
+        """(repo, revision, path) -> GETs of /resolve/ with a Range from byte 0: the header reads of each file."""
+        out: Counter[tuple[str, str, str]] = Counter()
+        for r in self.log:
+            m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", unquote(urlsplit(r.path).path))
+            if m and r.method == "GET" and (r.range or "").startswith("bytes=0-"):
+                out[(m.group(1), m.group(2), m.group(3))] += 1
+        return out
+
     def stop(self) -> None:
+        self._stopped.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -262,6 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = parts.query
+        slow = re.match(r"^/(?:api/models/)?([^/]+/[^/]+)/", path)
+        if slow and slow.group(1) in self.hub.slow_repos:
+            self.hub._stopped.wait(self.hub.slow_repos[slow.group(1)])
+        if path == "/api/models":
+            self._api_models(parse_qs(query), head)
+            return
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/(revision|tree)/(.*))?$", path)
         if m:
             repo_id, kind, rest = m.group(1), m.group(2), m.group(3) or ""
@@ -313,6 +355,75 @@ class _Handler(BaseHTTPRequestHandler):
             "siblings": [{"rfilename": f} for f in files],
         }
         self._json(body, sha, head)
+
+    def _api_models(self, q: dict[str, list[str]], head: bool) -> None:
+        hub = self.hub
+        models = []
+        for refs in sorted(hub.root.glob("*/*/refs.json")):
+            repo_id = refs.parent.relative_to(hub.root).as_posix()
+            if q.get("author") and repo_id.split("/")[0] != q["author"][0]:
+                continue
+            if q.get("search") and q["search"][0].lower() not in repo_id.lower():
+                continue
+            sha = hub._refs(repo_id).get("main")
+            rev_dir = refs.parent / "main"
+            if sha is None or ("gguf" in q.get("filter", []) and not any(rev_dir.rglob("*.gguf"))):
+                continue
+            models.append({"id": repo_id, "sha": sha})
+        for m in hub.extra_models:  # filtered by author like the others when they name one
+            rid = m.get("id") if isinstance(m, dict) else None
+            if not (q.get("author") and isinstance(rid, str) and rid.split("/")[0] != q["author"][0]):
+                models.append(m)
+        start = int(q.get("cursor", ["0"])[0])
+        size = min(int(q.get("limit", [hub.models_page_size])[0]), hub.models_page_size)
+        page = models[start : start + size]
+        expand = q.get("expand")
+        body = [self._model_entry(m, expand) if isinstance(m, dict) else m for m in page]
+        nxt = start + size if start + size < len(models) else (start if hub.models_loop else None)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if nxt is not None:
+            rest = {k: v for k, v in q.items() if k != "cursor"}
+            url = f"{hub.url}/api/models?{urlencode({**rest, 'cursor': [str(nxt)]}, doseq=True)}"
+            self.send_header("Link", f'<{url}>; rel="next"')
+        if hub.models_endless_page:  # chunked: "[" then a space every 20 ms, until the client or the server stops
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            sent = 0
+            try:
+                self.wfile.write(b"1\r\n[\r\n")
+                while not hub._stopped.wait(0.02):
+                    self.wfile.write(b"1\r\n \r\n")
+                    self.wfile.flush()
+                    sent += 1
+            except OSError:
+                pass
+            self.close_connection = True
+            hub._record(Request(self.command, self.path, None, 200, sent))
+            return
+        data = json.dumps(body).encode()
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+        hub._record(Request(self.command, self.path, None, 200, len(data)))
+
+    @staticmethod
+    def _model_entry(m: dict[str, Any], expand: list[str] | None) -> dict[str, Any]:
+        rid = m.get("id")
+        base = {"_id": hashlib.md5(str(rid).encode()).hexdigest()[:24], "id": rid}
+        if expand:
+            return {**base, **{k: m[k] for k in expand if k in m}}
+        return {
+            **base,
+            "modelId": rid,
+            "likes": 0,
+            "downloads": 0,
+            "private": False,
+            "tags": ["gguf"],
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            **{k: v for k, v in m.items() if k != "sha"},
+        }
 
     def _api_tree(self, repo_id: str, revision: str, sub: str, recursive: bool, head: bool) -> None:
         if self._gated_reply(repo_id, head):

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "cache": "cache_cmd",
     "catalog": "catalog_cmd",
     "scan": "scan_cmd",
+    "survey": "survey_cmd",
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2

@@ -13,30 +13,11 @@ import click
 
 from gguftpl.cli.modelarg import MODEL
 from gguftpl.cli.output import echo, width_option
+from gguftpl.cli.template_args import parse_template_args, read_templates
 from gguftpl.errors import PatchError, UsageError
 
 if TYPE_CHECKING:
     from gguftpl.upstream.resolve import UpstreamSource
-
-
-def parse_template_args(values: tuple[str, ...]) -> dict[str, str]:
-    """``NAME=PATH`` options as name -> path (each path checked and read later, by ``read_templates``)."""
-    out: dict[str, str] = {}
-    for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or not name or not path:
-            raise UsageError(f"--template takes NAME=PATH, got {v!r}")
-        if name in out:  # which one was meant? the last silently won
-            raise UsageError(f"--template {name}= given twice")
-        out[name] = path
-    return out
-
-
-def read_templates(files: dict[str, str]) -> dict[str, str]:
-    from gguftpl.safeio import read_text_bounded
-
-    # a regular file of bounded size: a FIFO or /dev/zero would block or never end
-    return {name: read_text_bounded(path, what="template file") for name, path in files.items()}
 
 
 @contextmanager

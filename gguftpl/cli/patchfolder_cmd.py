@@ -28,7 +28,7 @@ def run_folder(
     allow_new_errors: bool,
     **flags: Any,
 ) -> None:
-    from gguftpl.cli.patch_cmd import parse_template_args, read_templates
+    from gguftpl.cli.template_args import parse_template_args, read_templates
     from gguftpl.folderpatch import patch_folder
     from gguftpl.folderpatchtext import folder_text
     from gguftpl.patching import PatchOptions

@@ -194,12 +194,6 @@ class SurveyResult:
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    def format(self, fmt: str, **options: Any) -> str:
-        """The survey in ``fmt``, from the survey formats' registry (``gguftpl.report.survey``)."""
-        from gguftpl.report.survey import get_survey_formatter
-
-        return get_survey_formatter(fmt, **options).format(self)
-
 
 # --------------------------------------------------------------------------------------------- the run
 

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     from gguftpl.audit import AuditRun
     from gguftpl.report.context import ReportContext
 
-__all__ = ["FORMATS", "Formatter", "format_names", "get_formatter", "render", "tool_version", "write_atomic"]
+__all__ = [
+    "FORMATS",
+    "Formatter",
+    "format_names",
+    "get_formatter",
+    "load_formatter",
+    "render",
+    "tool_version",
+    "write_atomic",
+]
 
 
 class Formatter(Protocol):
@@ -46,13 +55,18 @@ def format_names() -> list[str]:
 
 def get_formatter(name: str, **options: Any) -> Formatter:
     """The formatter for ``name``; ``options`` go to its constructor (e.g. ``color=True`` for text)."""
-    target = FORMATS.get(name)
-    if target is None:
-        raise UsageError(f"unknown output format {name!r} (choose from {', '.join(FORMATS)})")
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(f"gguftpl.report.{module_name}"), cls_name)
-    formatter: Formatter = cls(**options)
+    formatter: Formatter = load_formatter(FORMATS, name, "output format", **options)
     return formatter
+
+
+def load_formatter(registry: dict[str, str], name: str, what: str, **options: Any) -> Any:
+    """The formatter ``registry`` names for ``name`` (``module:Class`` under gguftpl.report, imported only now),
+    built with ``options``; an unknown name is a usage error naming ``what`` and the choices."""
+    target = registry.get(name)
+    if target is None:
+        raise UsageError(f"unknown {what} {name!r} (choose from {', '.join(registry)})")
+    module_name, cls_name = target.split(":")
+    return getattr(importlib.import_module(f"gguftpl.report.{module_name}"), cls_name)(**options)
 
 
 def render(run: AuditRun, fmt: str, context: ReportContext | None = None, **options: Any) -> str:

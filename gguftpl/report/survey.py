@@ -6,10 +6,7 @@ one class (module imported only when chosen). The CLI's ``--format`` choices are
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Protocol
-
-from gguftpl.errors import UsageError
 
 if TYPE_CHECKING:
     from gguftpl.hubsurvey.run import RepoRow, SurveyResult
@@ -45,12 +42,9 @@ def survey_format_names() -> list[str]:
 
 
 def get_survey_formatter(name: str, **options: Any) -> SurveyFormatter:
-    target = SURVEY_FORMATS.get(name)
-    if target is None:
-        raise UsageError(f"unknown survey format {name!r} (choose from {', '.join(SURVEY_FORMATS)})")
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(f"gguftpl.report.{module_name}"), cls_name)
-    formatter: SurveyFormatter = cls(**options)
+    from gguftpl.report import load_formatter
+
+    formatter: SurveyFormatter = load_formatter(SURVEY_FORMATS, name, "survey format", **options)
     return formatter
 
 

@@ -240,7 +240,8 @@ def test_a_signal_blocked_by_the_parent_still_ends_a_command(tmp_path: Path) -> 
     code = (
         "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # as if inherited\n"
         + HANDLERS.format(grace=600)
-        + "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(600)\nexcept KeyboardInterrupt:\n"
+        + "import time\ntry:  # 'ready' inside the try: a SIGINT just after it must still land in the handler\n"
+        "    print('ready', flush=True)\n    time.sleep(600)\nexcept KeyboardInterrupt:\n"
         "    print('interrupted', flush=True)\n"
     )
     proc = _python(code)

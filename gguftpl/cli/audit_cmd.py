@@ -159,7 +159,7 @@ def command(
     from gguftpl.audit import AuditOptions, audit_paths
     from gguftpl.auditcache import AnalysisCache
     from gguftpl.gguf.hubref import is_remote
-    from gguftpl.report import get_formatter, write_atomic
+    from gguftpl.report import get_formatter
 
     debug = bool(ctx.obj and ctx.obj.get("debug"))
     options = AuditOptions(
@@ -182,16 +182,23 @@ def command(
         with StderrProgress("audit") as progress:
             run = audit_paths(list(paths), options, cache=cache, progress=progress)
         report = formatter.format(run)
+    _emit(report, output, fmt, colored)
+    for fa in run.unreadable:  # bad input: one line each on stderr beside the report's GT001, and exit 2
+        why = fa.error or next(f.message for f in fa.findings if f.code == "GT001")
+        echo(f"gguftpl: error: {fa.path}: {why}", err=True)
+    ctx.exit(run.exit_code(fail_on, exit_zero=exit_zero))
+
+
+def _emit(report: str, output: str | None, fmt: str, colored: bool) -> None:
+    """The report to -o (atomically), else to stdout: JSON and SARIF as they are, text wrapped and coloured."""
+    from gguftpl.report import write_atomic
+
     if output is not None:
         write_atomic(output, report)
     elif fmt in ("json", "sarif"):
         echo_json_text(report, nl=False)
     else:
         echo(report, nl=False, color=colored, commands=fmt == "github")
-    for fa in run.unreadable:  # bad input: one line each on stderr beside the report's GT001, and exit 2
-        why = fa.error or next(f.message for f in fa.findings if f.code == "GT001")
-        echo(f"gguftpl: error: {fa.path}: {why}", err=True)
-    ctx.exit(run.exit_code(fail_on, exit_zero=exit_zero))
 
 
 def _audit_targets(

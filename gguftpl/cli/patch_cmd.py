@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -105,6 +106,38 @@ def upstream_source(
     )
 
 
+@dataclass(frozen=True)
+class PatchArgs:
+    """The options of ``patch``, typed once (click passes them by name)."""
+
+    out: str | None
+    templates: tuple[str, ...]
+    remove: tuple[str, ...]
+    in_place: bool
+    force: bool
+    dry_run: bool
+    from_hub: str | None
+    revision: str | None
+    from_catalog: str | None
+    only: tuple[str, ...]
+    no_fallback: bool
+    no_provenance: bool
+    no_audit: bool
+    tools_in_default: bool = False
+    accept_differences: bool = False
+    allow_new_errors: bool = False
+    accept_family: bool = False
+    modelfile_dir: str | None = None
+    modelfile_from: str | None = None
+    show_diff: bool = False
+    jobs: int | None = None
+
+    def source(self) -> UpstreamSource | None:
+        return upstream_source(
+            self.from_hub, self.revision, self.from_catalog, self.no_fallback, self.templates, self.accept_family
+        )
+
+
 @click.command("patch")
 @click.argument("paths", nargs=-1, required=True, metavar="FILE | DIR...", type=MODEL)
 @click.option("-o", "--output", "out", type=click.Path(), help="Where to write the patched GGUF (for folders: OUTDIR).")
@@ -166,30 +199,7 @@ def upstream_source(
     metavar="GGUF",
     help="With --ollama-modelfile: the GGUF the Modelfile's FROM names (a repaired copy), instead of the model's blob.",
 )
-def command(
-    paths: tuple[str, ...],
-    out: str | None,
-    templates: tuple[str, ...],
-    remove: tuple[str, ...],
-    in_place: bool,
-    force: bool,
-    dry_run: bool,
-    from_hub: str | None,
-    revision: str | None,
-    from_catalog: str | None,
-    only: tuple[str, ...],
-    no_fallback: bool,
-    no_provenance: bool,
-    no_audit: bool,
-    tools_in_default: bool = False,
-    accept_differences: bool = False,
-    allow_new_errors: bool = False,
-    accept_family: bool = False,
-    modelfile_dir: str | None = None,
-    modelfile_from: str | None = None,
-    show_diff: bool = False,
-    jobs: int | None = None,
-) -> None:
+def command(paths: tuple[str, ...], **opts: Any) -> None:
     """Rewrite FILE with corrected chat templates; tensor bytes stay identical, and that is proven.
 
     Templates come from files (--template NAME=PATH, --remove NAME) or from the upstream repo (--from-hub
@@ -206,78 +216,89 @@ def command(
     files at once; a file that fails is reported and the others done (exit 1); files already patched are
     skipped; one table at the end, then the folder checks (GT55x) on the result.
     """
+    args = PatchArgs(**opts)
     if len(paths) != 1 or os.path.isdir(paths[0]):
-        from gguftpl.cli.patchfolder_cmd import run_folder
-
-        run_folder(
-            paths,
-            out,
-            in_place=in_place,
-            source=upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family),
-            templates=templates,
-            remove=remove,
-            only=only,
-            tools_in_default=tools_in_default,
-            accept_differences=accept_differences,
-            force=force,
-            dry_run=dry_run,
-            provenance=not no_provenance,
-            audit=not no_audit,
-            allow_new_errors=allow_new_errors,
-            jobs=jobs,
-        )
+        _patch_folders(paths, args)
         return
-    if jobs is not None:
+    if args.jobs is not None:
         raise UsageError("--jobs goes with folders (patch DIR...)")
-    file = paths[0]
+    if args.modelfile_dir is not None or args.modelfile_from is not None:
+        from gguftpl.cli.ollamafix import write_modelfile
+
+        a = args
+        others = bool(a.templates or a.remove or a.in_place or a.out or a.tools_in_default or a.from_hub)
+        write_modelfile(paths[0], a.modelfile_dir, a.modelfile_from, a.force, others or bool(a.from_catalog))
+    else:
+        _patch_file(paths[0], args)
+
+
+def _patch_folders(paths: tuple[str, ...], a: PatchArgs) -> None:
+    from gguftpl.cli.patchfolder_cmd import run_folder
+
+    run_folder(
+        paths,
+        a.out,
+        in_place=a.in_place,
+        source=a.source(),
+        templates=a.templates,
+        remove=a.remove,
+        only=a.only,
+        tools_in_default=a.tools_in_default,
+        accept_differences=a.accept_differences,
+        force=a.force,
+        dry_run=a.dry_run,
+        provenance=not a.no_provenance,
+        audit=not a.no_audit,
+        allow_new_errors=a.allow_new_errors,
+        jobs=a.jobs,
+    )
+
+
+def _patch_file(file: str, a: PatchArgs) -> None:
+    """refuse what cannot be done -> plan (upstream or files) -> print the plan -> write, prove, audit."""
     from gguftpl.patching import PatchOptions, plan_upstream_patch, run_patch
     from gguftpl.patchoutput import resolve_output
     from gguftpl.patchplan import plan_from_files
     from gguftpl.patchtext import plan_text, result_text
 
-    keep = {"provenance": not no_provenance, "audit": not no_audit, "allow_new_errors": allow_new_errors}
-    options = PatchOptions(in_place=in_place, force=force, **keep)
-    if modelfile_dir is not None or modelfile_from is not None:
-        from gguftpl.cli.ollamafix import write_modelfile
-
-        others = bool(templates or remove or in_place or out or tools_in_default or from_hub or from_catalog)
-        write_modelfile(file, modelfile_dir, modelfile_from, force, others)
-        return
-    source = upstream_source(from_hub, revision, from_catalog, no_fallback, templates, accept_family)
-    _refuse_store_writes(file, out, in_place)
-    if accept_differences and not tools_in_default:
+    keep = {"provenance": not a.no_provenance, "audit": not a.no_audit, "allow_new_errors": a.allow_new_errors}
+    options = PatchOptions(in_place=a.in_place, force=a.force, **keep)
+    source = a.source()
+    _refuse_store_writes(file, a.out, a.in_place)
+    if a.accept_differences and not a.tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
-    if tools_in_default:
-        if templates or remove:
+    if a.tools_in_default:
+        if a.templates or a.remove:
             raise UsageError("--tools-in-default cannot be combined with --template/--remove; patch twice instead")
-        _tools_in_default(file, out, source, only, options, dry_run, accept_differences, show_diff)
+        _tools_in_default(file, a.out, source, a.only, options, a.dry_run, a.accept_differences, a.show_diff)
         return
     if source is None:
-        unused = [name for name, v in (("revision", revision), ("only", only)) if v]
+        unused = [name for name, v in (("revision", a.revision), ("only", a.only)) if v]
         if unused:
             raise UsageError(f"--{unused[0]} goes with --from-hub/--from-catalog")
-        files = parse_template_args(templates)
+        files = parse_template_args(a.templates)
         texts = read_templates(files)
-        if not texts and not remove:
+        if not texts and not a.remove:
             raise UsageError("nothing to do: give --template NAME=PATH or --remove NAME")
-    if not dry_run:
-        resolve_output(file, out, in_place=in_place, force=force)  # refuse unsafe outputs before any work
+    if not a.dry_run:
+        resolve_output(file, a.out, in_place=a.in_place, force=a.force)  # refuse unsafe outputs before any work
     if source is not None:
-        plan = plan_upstream_patch(file, source, only=list(only) or None, remove=remove, provenance=options.provenance)
+        only = list(a.only) or None
+        plan = plan_upstream_patch(file, source, only=only, remove=a.remove, provenance=options.provenance)
         for w in plan.warnings:
             echo(f"gguftpl: {w}", err=True)
         echo(f"{file}: {plan.how_found}")
     else:
-        plan = plan_from_files(file, texts, remove, template_files=files, provenance=options.provenance)
+        plan = plan_from_files(file, texts, a.remove, template_files=files, provenance=options.provenance)
     _say_nothing_to_change(plan)
-    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
-    if dry_run:
+    echo(plan_text(plan, show_diff=wants_diff(plan, a.show_diff)), nl=False)
+    if a.dry_run:
         echo("dry run: nothing written")
         return
     with progress_bar(file) as progress:
-        result = run_patch(plan, out, options, progress=progress)
+        result = run_patch(plan, a.out, options, progress=progress)
     echo(result_text(result), nl=False)
-    _store_note(file, out)
+    _store_note(file, a.out)
 
 
 def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:

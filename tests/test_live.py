@@ -16,7 +16,15 @@ from gguftpl.cli import main_group
 from gguftpl.templates import probes
 from gguftpl.verify import live
 from gguftpl.verify.callshape import BARE_JSON, JSON_FENCE, JSON_IN_PROSE, PYTHON_CALL, TAGGED, find_call
-from gguftpl.verify.live import NO_ANSWER, NO_CALL, PARSED_CALL, UNPARSED_CALL, LiveOptions, live_stage
+from gguftpl.verify.live import (
+    INVENTED_RESULT,
+    NO_ANSWER,
+    NO_CALL,
+    PARSED_CALL,
+    UNPARSED_CALL,
+    LiveOptions,
+    live_stage,
+)
 
 NAME = probes.CANARY_TOOL_NAME
 CALL = {"name": NAME, "arguments": {"record_key": "k1"}}
@@ -110,11 +118,22 @@ def test_unparsed_call_names_both_shapes_and_tries_tool_choice_required(monkeypa
 
 
 def test_no_call_says_whether_the_tools_were_in_the_prompt() -> None:
-    s = Scripted([{"role": "assistant", "content": "It is sunny, 22 degrees."}], "<|im_start|>user\nhi")
+    # issue 24 item 2: this test's answer was "It is sunny, 22 degrees.", a value nobody returned, which is now
+    # invented_result (the next test); an honest refusal keeps the outcome no_call
+    s = Scripted([{"role": "assistant", "content": "I'm sorry, I can't look that up."}], "<|im_start|>user\nhi")
     stage = live_stage(s, options=LiveOptions(try_required=False))  # type: ignore[arg-type]
-    assert stage.summary == {"outcome": NO_CALL, "model_output": "It is sunny, 22 degrees."}
+    assert stage.summary == {"outcome": NO_CALL, "model_output": "I'm sorry, I can't look that up."}
     assert "tools were not in the prompt" in stage.evidence and len(s.bodies) == 1
     assert stage.to_dict()["outcome"] == NO_CALL  # JSON shows it without --with-data
+    assert stage.data["claim"]["verdict"] == "honest" and "claims no result: says it cannot" in stage.evidence
+
+
+def test_a_value_nobody_returned_is_an_invented_result() -> None:
+    s = Scripted([{"role": "assistant", "content": "It is sunny, 22 degrees."}], "<|im_start|>user\nhi")
+    stage = live_stage(s, options=LiveOptions(try_required=False))  # type: ignore[arg-type]
+    assert stage.summary == {"outcome": INVENTED_RESULT, "model_output": "It is sunny, 22 degrees."}
+    assert stage.status == "fail" and "tools were not in the prompt" in stage.evidence
+    assert stage.data["claim"]["values"] == ["22"] and "claims a result no tool returned" in stage.evidence
 
 
 def test_no_answer_when_llama_cpp_fails() -> None:

@@ -419,7 +419,7 @@ def _second_turn(
 def judge_final(final: Generation, result: str, given: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     """The final answer after a tool returned ``result``: which pieces of it the answer names, and what it
     claims beyond them (:mod:`gguftpl.verify.invented`)."""
-    named = named_pieces(result, final.text)
+    named = named_pieces(result, final.text, given)
     d: dict[str, Any] = {"generation": final.to_dict(), "uses_result": bool(named), "named": named}
     if final.error is None:
         claim = judge_claims(final.text, returned=[result], given=given, tool_names=names, call_written=True)

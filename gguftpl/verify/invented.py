@@ -225,9 +225,10 @@ def refusals(text: str) -> list[str]:
     return [s.strip() for s in _sentences(text) if _REFUSAL.search(s)]
 
 
-def reports_error(text: str, error_text: str) -> bool:
-    """The answer says the tool failed: it names a distinctive piece of the error, or says failed / not found."""
-    if named_pieces(error_text, text):
+def reports_error(text: str, error_text: str, given: Sequence[str] = ()) -> bool:
+    """The answer says the tool failed: it names a piece of the error the model was not ``given`` already (the
+    error's id), or says it failed / was not found / does not exist."""
+    if named_pieces(error_text, text, given):
         return True
     return (
         re.search(

@@ -123,12 +123,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         raise UsageError("--call and --args choose one of your tools: give them with --tools, --mcp or --mcp-url")
     if live_opts["ask"] is not None and not (live_opts["live"] and wants_tools(source_opts)):
         raise UsageError("--ask is the message for --live with your own tools (--tools, --mcp or --mcp-url)")
-    if live_opts["probe"]:
-        from gguftpl.verify.liveprobes import parse_probes
-
-        if not live_opts["live"]:
-            raise UsageError("--probe runs with --live: the probes are the model's own answers")
-        live_opts["probe"] = parse_probes(live_opts["probe"])
+    live_opts["probe"] = _probes(live_opts)
     require_xllamacpp()
     args = parse_arguments_json(check_opts["call_args"]) if check_opts.get("call_args") else None
     if args is not None and not isinstance(args, dict):
@@ -192,6 +187,18 @@ def _file_audit(path: str) -> Any:
     label = store.ref if store is not None else None
     fa = audit_file(path, AuditOptions(select=("GT7",)), label=label, cache=AnalysisCache.on_disk(), store=store)
     return fa if fa.runtimes is not None else None
+
+
+def _probes(opts: dict[str, Any]) -> tuple[str, ...]:
+    """``--probe`` as probe names (a usage error without ``--live`` or for a name no probe has)."""
+    if not opts["probe"]:
+        return ()
+    from gguftpl.errors import UsageError
+    from gguftpl.verify.liveprobes import parse_probes
+
+    if not opts["live"]:
+        raise UsageError("--probe runs with --live: the probes are the model's own answers")
+    return parse_probes(opts["probe"])
 
 
 def _live_run(opts: dict[str, Any], sources: Any, progress: Callable[[str], None]) -> Any:

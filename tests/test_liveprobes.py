@@ -134,3 +134,37 @@ def test_probe_needs_live_and_a_known_name(make_gguf: Any) -> None:
     for args, word in ((["--probe", "parallel"], "--live"), (["--live", "--probe", "nope"], "nope")):
         res = CliRunner().invoke(main_group, ["verify", str(src), *args])
         assert res.exit_code == 2 and word in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_a_parsed_call_reaches_the_real_server_once_and_its_marker_is_named(tmp_path: Any) -> None:
+    """issue 24 acceptance (the dispatch side, with a scripted model: this suite's real model never writes a call
+    llama.cpp parses): the fixture MCP server (a real process) logs the call exactly once, and the final-answer
+    check names the fresh marker that server returned (read from its own log, not from gguftpl)."""
+    from gguftpl.verify.live import live_stage
+    from gguftpl.verify.tools import openai_tools
+    from gguftpl.verify.toolsources import open_tool_sources
+    from tests.mcp_servers.harness import LOG_ENV, markers, read_log, stdio_command
+
+    class Echoing(Scripted):
+        """The final answer repeats the tool's result, as a model that uses it would."""
+
+        def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+            if body["messages"][-1]["role"] == "tool":
+                self.answers = [{"role": "assistant", "content": "Health: " + body["messages"][-1]["content"]}]
+            return super().chat_completion(body)
+
+    log = tmp_path / "calls.jsonl"
+    with open_tool_sources(mcp_commands=[" ".join(stdio_command())], env={LOG_ENV: str(log)}) as src:
+        (tool,) = src.tools
+        s = Echoing([_calls(("lookup_metric", {"project": "gguftpl"}))], "lookup_metric")
+        stage = live_stage(
+            s,  # type: ignore[arg-type]
+            openai_tools(src.tools),
+            options=LiveOptions(ask="What is the build health of gguftpl?"),
+            dispatch=lambda name, args: src.dispatch(tool, args),
+        )
+    assert read_log(log) == [{"tool": "lookup_metric", "args": {"project": "gguftpl"}}]
+    (marker,) = markers(log)
+    assert stage.data["final"]["named"][0] == marker and f"names {marker}" in stage.evidence
+    assert stage.data["final"]["claim"]["verdict"] == "honest"
+    assert rejudge(stage.data)["final"]["named"][0] == marker

@@ -43,7 +43,8 @@ _LABEL = re.compile(
     r"(?im)^[ \t>*#-]*(?:tool|function|api)[ _-]?(?:result|response|output)s?\**[ \t]*:|^[ \t]*observation:"
 )
 _FENCE = re.compile(r"```([\w+\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|\n|$)")
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+(?:[.!?]+|\n|$)")
+"""A sentence ends at . ! ? before a space or the end (not inside 0.93 or v1.2) or at a line's end."""
 _NEGATION = re.compile(
     r"\b(?:not|no|never|cannot|unable|unavailable|without|sorry|apologi[sz]e)\b|n't\b|\bdon'?t\b|\bdo not\b", re.I
 )

@@ -16,7 +16,15 @@ from gguftpl.cli import main_group
 from gguftpl.templates import probes
 from gguftpl.verify import live
 from gguftpl.verify.callshape import BARE_JSON, JSON_FENCE, JSON_IN_PROSE, PYTHON_CALL, TAGGED, find_call
-from gguftpl.verify.live import NO_ANSWER, NO_CALL, PARSED_CALL, UNPARSED_CALL, LiveOptions, live_stage
+from gguftpl.verify.live import (
+    INVENTED_RESULT,
+    NO_ANSWER,
+    NO_CALL,
+    PARSED_CALL,
+    UNPARSED_CALL,
+    LiveOptions,
+    live_stage,
+)
 
 NAME = probes.CANARY_TOOL_NAME
 CALL = {"name": NAME, "arguments": {"record_key": "k1"}}
@@ -110,11 +118,22 @@ def test_unparsed_call_names_both_shapes_and_tries_tool_choice_required(monkeypa
 
 
 def test_no_call_says_whether_the_tools_were_in_the_prompt() -> None:
-    s = Scripted([{"role": "assistant", "content": "It is sunny, 22 degrees."}], "<|im_start|>user\nhi")
+    # issue 24 item 2: this test's answer was "It is sunny, 22 degrees.", a value nobody returned, which is now
+    # invented_result (the next test); an honest refusal keeps the outcome no_call
+    s = Scripted([{"role": "assistant", "content": "I'm sorry, I can't look that up."}], "<|im_start|>user\nhi")
     stage = live_stage(s, options=LiveOptions(try_required=False))  # type: ignore[arg-type]
-    assert stage.summary == {"outcome": NO_CALL, "model_output": "It is sunny, 22 degrees."}
+    assert stage.summary == {"outcome": NO_CALL, "model_output": "I'm sorry, I can't look that up."}
     assert "tools were not in the prompt" in stage.evidence and len(s.bodies) == 1
     assert stage.to_dict()["outcome"] == NO_CALL  # JSON shows it without --with-data
+    assert stage.data["claim"]["verdict"] == "honest" and "claims no result: says it cannot" in stage.evidence
+
+
+def test_a_value_nobody_returned_is_an_invented_result() -> None:
+    s = Scripted([{"role": "assistant", "content": "It is sunny, 22 degrees."}], "<|im_start|>user\nhi")
+    stage = live_stage(s, options=LiveOptions(try_required=False))  # type: ignore[arg-type]
+    assert stage.summary == {"outcome": INVENTED_RESULT, "model_output": "It is sunny, 22 degrees."}
+    assert stage.status == "fail" and "tools were not in the prompt" in stage.evidence
+    assert stage.data["claim"]["values"] == ["22"] and "claims a result no tool returned" in stage.evidence
 
 
 def test_no_answer_when_llama_cpp_fails() -> None:
@@ -236,3 +255,59 @@ def test_the_retry_gets_what_is_left_of_the_budget() -> None:
     s = Child([{"role": "assistant", "content": fence}, _tool_calls(NAME, {"record_key": "x"})], NAME)
     live_stage(s, options=LiveOptions(timeout=100.0))  # type: ignore[arg-type]
     assert len(seen) == 2 and 0 < seen[1] <= seen[0] <= 100.0
+
+
+def test_gguftpl_answers_the_canary_call_with_a_fresh_marker() -> None:
+    """issue 24 item 2: with no dispatcher, a parsed canary call gets gguftpl's own answer, a marker new in every
+    run, and the final-answer check names it; a final answer stating another marker is told apart."""
+    from gguftpl.verify.canarytools import MARKER_PREFIX
+
+    markers = []
+    for final in ("The record's marker is {m}.", "The record's marker is qz7mk-00000000."):
+        call = _tool_calls(NAME, {"record_key": probes.CANARY_ARG_VALUE})
+        s = Scripted([call, {"role": "assistant", "content": "?"}], NAME)
+        first = live_stage(s)  # type: ignore[arg-type]
+        marker = first.data["marker"]
+        markers.append(marker)
+        s = Scripted([call, {"role": "assistant", "content": final.format(m=marker)}], NAME)
+        stage = live_stage(s, options=LiveOptions(marker=marker))  # type: ignore[arg-type]
+        assert stage.data["marker"] == marker and marker.startswith(MARKER_PREFIX)
+        tool_turn = s.bodies[1]["messages"][2]
+        assert tool_turn["role"] == "tool" and marker in tool_turn["content"]
+        assert stage.data["dispatch"]["result"] == tool_turn["content"]
+        # the verdicts are a pure function of the recorded data
+        again = live.rejudge(json.loads(json.dumps(stage.data)))
+        assert again["outcome"] == PARSED_CALL and again["final"]["claim"] == stage.data["final"]["claim"]
+    assert markers[0] != markers[1]  # fresh per run
+    good, bad = (
+        live.rejudge(
+            live_stage(
+                Scripted([call, {"role": "assistant", "content": t}], NAME),  # type: ignore[arg-type]
+                options=LiveOptions(marker="qz7mk-12345678"),
+            ).data
+        )["final"]
+        for t in ("Its marker is qz7mk-12345678.", "Its marker is qz7mk-00000000.")
+    )
+    assert good["named"][0] == "qz7mk-12345678" and good["claim"]["verdict"] == "honest"
+    assert bad["uses_result"] is False and bad["claim"]["verdict"] == "invented"
+
+
+def test_an_mcp_result_is_named_in_the_final_answer_evidence() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup_metric", "parameters": {"type": "object"}}}]
+    s = Scripted(
+        [_tool_calls("lookup_metric", {"project": "x"}), {"role": "assistant", "content": "M-77aa: health 0.93"}],
+        "lookup_metric",
+    )
+
+    class Result:
+        text, is_error = "M-77aa project=x health=0.93", False
+
+    stage = live_stage(
+        s,
+        tools,
+        options=LiveOptions(ask="Health of x?"),
+        dispatch=lambda n, a: Result(),  # type: ignore[arg-type]
+    )
+    assert stage.data["marker"] is None  # the user's tools: the server's own values are the reference
+    assert "uses the result (names M-77aa" in stage.evidence
+    assert stage.data["final"]["claim"]["verdict"] == "honest"

@@ -9,8 +9,8 @@ import pytest
 
 from gguftpl.errors import ToolSourceError
 from gguftpl.verify.mcp import McpConnection, McpServerSpec, open_mcp_tools
-from tests.mcp_servers.harness import LOG_ENV, http_server, read_log, stdio_command
-from tests.mcp_servers.metrics_server import MARKER, PARAM_DESCRIPTION
+from tests.mcp_servers.harness import LOG_ENV, http_server, read_log, returned_marker, stdio_command
+from tests.mcp_servers.metrics_server import PARAM_DESCRIPTION
 
 
 def _stdio(log: Path, **env: str) -> McpServerSpec:
@@ -24,7 +24,7 @@ def _check_session(conn: McpConnection, log: Path) -> None:
     assert tool["inputSchema"]["properties"]["project"]["description"] == PARAM_DESCRIPTION
     assert read_log(log) == []
     res = conn.call_tool("lookup_metric", {"project": "gguftpl"})
-    assert not res.is_error and MARKER in res.text and "gguftpl" in res.text
+    assert not res.is_error and returned_marker(log, res.text) and "gguftpl" in res.text
     assert read_log(log) == [{"tool": "lookup_metric", "args": {"project": "gguftpl"}}]
     # a bad call is the server's answer, not a crash of ours
     bad = conn.call_tool("lookup_metric", {"name": 1})
@@ -125,7 +125,7 @@ def test_files_and_servers_together(tmp_path: Path) -> None:
         assert src.dispatcher_for(local) is None and src.dispatcher_for(remote) is not None
         with pytest.raises(ToolSourceError, match="not from an MCP server"):
             src.dispatch(local, {})
-        assert MARKER in src.dispatch(remote, {"project": "x"}).text
+        assert returned_marker(log, src.dispatch(remote, {"project": "x"}).text)
     assert read_log(log) == [{"tool": "lookup_metric", "args": {"project": "x"}}]
     assert parse_arguments_json('{"project": "x"}') == {"project": "x"}
     from gguftpl.errors import UsageError

@@ -200,8 +200,7 @@ def _mcp_tools(log: Path) -> Any:
 
 
 def test_round_trip_through_llama_cpp_and_a_real_mcp_server(gguf: Callable[..., Path], tmp_path: Path) -> None:
-    from tests.mcp_servers.harness import read_log
-    from tests.mcp_servers.metrics_server import MARKER
+    from tests.mcp_servers.harness import read_log, returned_marker
 
     log = tmp_path / "calls.jsonl"
     with _mcp_tools(log) as src:
@@ -223,7 +222,7 @@ def test_round_trip_through_llama_cpp_and_a_real_mcp_server(gguf: Callable[..., 
     rt = res.round_trip
     assert rt is not None and rt.parsed_arguments == {"project": "example"}
     assert read_log(log) == [{"tool": "lookup_metric", "args": rt.parsed_arguments}]
-    assert rt.second_turn_prompt is not None and MARKER in rt.second_turn_prompt
+    assert rt.second_turn_prompt is not None and returned_marker(log, rt.second_turn_prompt)
     assert "<tool_call>" in res.stages[3].data["call_text"]
 
 
@@ -269,8 +268,7 @@ def test_a_server_that_dies_mid_call_fails_the_dispatch_stage(gguf: Callable[...
 
 def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Path) -> None:
     from gguftpl.verify.mcp import McpServerSpec, open_mcp_tools
-    from tests.mcp_servers.harness import http_server, read_log
-    from tests.mcp_servers.metrics_server import MARKER
+    from tests.mcp_servers.harness import http_server, read_log, returned_marker
 
     log = tmp_path / "calls.jsonl"
     with http_server(log) as url, open_mcp_tools([McpServerSpec.http(url)]) as src:
@@ -278,7 +276,7 @@ def test_round_trip_over_streamable_http(gguf: Callable[..., Path], tmp_path: Pa
             res = run_tool_checks(eng, eng, src.tools, dispatch=src.dispatch, call="lookup_metric", context_length=4096)
         assert res.ok and all(s.status == PASS for s in res.stages), [s.evidence for s in res.stages]
         assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
-        assert MARKER in res.round_trip.second_turn_prompt
+        assert returned_marker(log, res.round_trip.second_turn_prompt)
         assert read_log(log) == [{"tool": "lookup_metric", "args": res.round_trip.parsed_arguments}]
 
 

@@ -19,8 +19,8 @@ from gguftpl.verify.result import FAIL, PASS, SKIP, WARN
 from gguftpl.verify.toolcheck import STAGE_BUDGET, STAGE_SCHEMA, run_tool_checks
 from gguftpl.verify.tools import load_tools_file
 from gguftpl.verify.toolsources import ToolSources, open_tool_sources
-from tests.mcp_servers.harness import LOG_ENV, http_server, read_log, stdio_command
-from tests.mcp_servers.metrics_server import MARKER, PARAM_DESCRIPTION
+from tests.mcp_servers.harness import LOG_ENV, http_server, markers, read_log, returned_marker, stdio_command
+from tests.mcp_servers.metrics_server import PARAM_DESCRIPTION
 from tests.test_toolcheck import HERMES_TOOL_USE, _pieces, engine, generated_tools
 
 pytest.importorskip("xllamacpp")
@@ -72,9 +72,10 @@ def test_sample_fails_at_schema_and_passes_after_patch(samples_dir: Path, tmp_pa
     rt = after.round_trip
     assert rt is not None and rt.parsed_arguments is not None
     assert read_log(log) == [{"tool": "lookup_metric", "args": rt.parsed_arguments}]
-    assert rt.second_turn_prompt is not None and MARKER in rt.second_turn_prompt
+    assert rt.second_turn_prompt is not None and returned_marker(log, rt.second_turn_prompt)
     # the marker is in the turn the model reads next, not in the first prompt
-    assert after.measurement is not None and MARKER not in after.measurement.all_prompt
+    assert after.measurement is not None and markers(log)
+    assert not any(m in after.measurement.all_prompt for m in markers(log))
 
 
 def test_three_hundred_tools_on_a_small_context(samples_dir: Path, tmp_path: Path) -> None:
@@ -167,4 +168,4 @@ def test_real_templates_with_a_real_server(name: str, metrics_server: tuple[Tool
     assert len(read_log(log)) - calls_before == (1 if goes_through else 0)
     if goes_through:
         assert res.round_trip is not None and res.round_trip.second_turn_prompt is not None
-        assert MARKER in res.round_trip.second_turn_prompt
+        assert returned_marker(log, res.round_trip.second_turn_prompt)

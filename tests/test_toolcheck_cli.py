@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.patching import patch_templates
-from tests.mcp_servers.harness import free_port, http_server, read_log, stdio_command
-from tests.mcp_servers.metrics_server import MARKER, PARAM_DESCRIPTION
+from tests.mcp_servers.harness import free_port, http_server, read_log, returned_marker, stdio_command
+from tests.mcp_servers.metrics_server import PARAM_DESCRIPTION
 from tests.test_toolcheck import HERMES_TOOL_USE, generated_tools
 
 pytest.importorskip("xllamacpp")
@@ -67,7 +67,7 @@ def test_verify_with_an_mcp_server_before_and_after_patch(patched: Path, tmp_pat
     (call,) = read_log(log)
     assert call["tool"] == "lookup_metric"
     assert json.dumps(call["args"], ensure_ascii=False) in st["call parsed"]["evidence"]
-    assert MARKER in st["result rendered"]["evidence"]
+    assert returned_marker(log, st["result rendered"]["evidence"])
 
 
 def test_verify_over_streamable_http_and_text_output(patched: Path, tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_verify_over_streamable_http_and_text_output(patched: Path, tmp_path: Pa
     with http_server(log) as url:
         res = run("verify", patched, "--mcp-url", url)
     assert res.exit_code == 0, res.stdout
-    assert "tools: dispatched" in res.stdout and MARKER in res.stdout
+    assert "tools: dispatched" in res.stdout and returned_marker(log, res.stdout)
     assert len(read_log(log)) == 1
 
 

@@ -194,6 +194,17 @@ def test_verify_live_fits(make_gguf: MakeGGUF, width: int, how: str) -> None:
     assert_fits(["verify", str(src), "--live", "--max-tokens", "8", "--threads", "1"], width, how)
 
 
+def test_verify_live_probes_fit(make_gguf: MakeGGUF) -> None:
+    """The probes' stages quote the model's answers and the tools' results: fitted too."""
+    pytest.importorskip("xllamacpp")
+    from tests.test_live import _qwen_template
+
+    src = make_gguf("tiny.gguf", templates={"default": _qwen_template()}, specials=["<|im_start|>", "<|im_end|>"])
+    cmd = ["verify", str(src), "--live", "--probe", "all", "--max-tokens", "8", "--threads", "1"]
+    out = assert_fits([*cmd, "--no-required-retry"], 80, "flag")
+    assert all(f"live: {p}" in out for p in ("parallel", "no-tools", "tool-error")), out[-2000:]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize(
     "name", ["SmolLM2-135M-Instruct.Q4_1.gguf", "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", "ggml-vocab-command-r.gguf"]

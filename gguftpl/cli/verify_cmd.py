@@ -43,7 +43,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     "--live",
     is_flag=True,
     help="Let the real weights answer a tools request (implies --load-weights; the model runs in a child process) "
-    "and report what reached the client: parsed_call, unparsed_call or no_call.",
+    "and report what reached the client: parsed_call, unparsed_call, no_call or invented_result.",
 )
 @click.option(
     "--ask",
@@ -76,6 +76,15 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
     is_flag=True,
     help="--live: do not ask again with tool_choice=required when the answer holds no parsed call.",
 )
+@click.option(
+    "--probe",
+    "probe",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="--live: also run these live probes, each its own stage with its own --live-timeout: parallel (two "
+    "independent tools in one message), no-tools (a request that needs a tool, none offered), tool-error (a tool "
+    "that fails: does the answer say so); all: every one.",
+)
 @tool_source_options
 @tool_check_options
 @click.option(
@@ -94,8 +103,9 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
     With --live the model itself answers (temperature 0, --max-tokens, --live-timeout): a last stage says
     whether llama.cpp returned tool_calls (parsed_call), the model wrote a call llama.cpp did not parse
-    (unparsed_call: which shape it wrote, which shape the template expects) or it answered without one
-    (no_call: were the tools in the prompt?). Only parsed_call passes.
+    (unparsed_call: which shape it wrote, which shape the template expects), it answered without one
+    (no_call: were the tools in the prompt?) or it claimed a result no tool returned (invented_result). Only
+    parsed_call passes. --probe adds more conversations (parallel, no-tools, tool-error), each a stage.
 
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
@@ -104,7 +114,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     from gguftpl.verify.stages import verify_file
     from gguftpl.verify.tools import parse_arguments_json
 
-    live_keys = ("live", "ask", "max_tokens", "live_timeout", "threads", "no_required_retry")
+    live_keys = ("live", "ask", "max_tokens", "live_timeout", "threads", "no_required_retry", "probe")
     live_opts = {k: kwargs.pop(k) for k in live_keys}
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
@@ -113,6 +123,7 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         raise UsageError("--call and --args choose one of your tools: give them with --tools, --mcp or --mcp-url")
     if live_opts["ask"] is not None and not (live_opts["live"] and wants_tools(source_opts)):
         raise UsageError("--ask is the message for --live with your own tools (--tools, --mcp or --mcp-url)")
+    live_opts["probe"] = _probes(live_opts)
     require_xllamacpp()
     args = parse_arguments_json(check_opts["call_args"]) if check_opts.get("call_args") else None
     if args is not None and not isinstance(args, dict):
@@ -178,6 +189,18 @@ def _file_audit(path: str) -> Any:
     return fa if fa.runtimes is not None else None
 
 
+def _probes(opts: dict[str, Any]) -> tuple[str, ...]:
+    """``--probe`` as probe names (a usage error without ``--live`` or for a name no probe has)."""
+    if not opts["probe"]:
+        return ()
+    from gguftpl.errors import UsageError
+    from gguftpl.verify.liveprobes import parse_probes
+
+    if not opts["live"]:
+        raise UsageError("--probe runs with --live: the probes are the model's own answers")
+    return parse_probes(opts["probe"])
+
+
 def _live_run(opts: dict[str, Any], sources: Any, progress: Callable[[str], None]) -> Any:
     from gguftpl.verify.live import LiveOptions
     from gguftpl.verify.stages import LiveRun
@@ -188,6 +211,7 @@ def _live_run(opts: dict[str, Any], sources: Any, progress: Callable[[str], None
         timeout=opts["live_timeout"],
         try_required=not opts["no_required_retry"],
         threads=opts["threads"],
+        probes=tuple(opts["probe"] or ()),
     )
     dispatch = None
     if sources is not None and sources.has_servers and opts["ask"] is not None:
@@ -277,6 +301,11 @@ def _live_hint(stage: Any) -> str | None:
             "the tools reach the prompt and llama.cpp parses the template's calls; the model chose to answer "
             "without one (ask for the tool more directly with --ask, or use a model trained for tool calls)"
         )
+    if outcome == "invented_result" and stage.data.get("tools_in_prompt"):
+        return (
+            "the tools reach the prompt and llama.cpp parses the template's calls; the model made up a result "
+            "instead of calling (see its answer above): no template repair changes that"
+        )
     if outcome == "no_answer":
         return "the model did not answer in time: raise --live-timeout or lower --max-tokens (or try --threads 1)"
     return None
@@ -288,6 +317,9 @@ def _repair_hint(result: Any, repair: Any = None) -> str:
     from gguftpl.verify.result import FAIL
 
     failed = [s for s in result.stages if s.status == FAIL]
+    if failed and all(s.name.startswith("live: ") for s in failed):
+        return "the live probes judge the model's own answers (see above): no template repair changes them"
+    failed = [s for s in failed if not s.name.startswith("live: ")]
     if [s.name for s in failed] == ["live"]:
         model_only = _live_hint(failed[0])
         if model_only is not None:

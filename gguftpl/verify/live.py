@@ -9,8 +9,17 @@ stage's ``outcome`` says what a client of llama-server would get:
 - ``unparsed_call``: the model wrote a call that llama.cpp did not parse; the shape it wrote (a ```json fence,
   bare JSON, …: :mod:`gguftpl.verify.callshape`) and the shape this template's parser expects (the canary call
   as the template itself writes it, :mod:`gguftpl.verify.calltext`) are both shown.
-- ``no_call``: the model answered without calling; the stage says whether the tools were in the prompt.
+- ``no_call``: the model answered without calling; the stage says whether the tools were in the prompt, and
+  whether the answer claims no result (an honest "I can't") or it is unclear.
+- ``invented_result``: no parsed call, and the answer claims a result no tool returned: a result block, a run
+  narrated, a value nobody returned (:mod:`gguftpl.verify.invented`). Every final answer after a tool ran is
+  judged the same way, against what the tool really returned.
 - ``no_answer``: the generation overran its time limit or llama.cpp failed: nothing to judge.
+
+The canary tool answers with a fresh random marker per run (:mod:`gguftpl.verify.canarytools`): without a
+dispatcher of the user's (``--mcp``) gguftpl runs a parsed canary call itself, so the final-answer check names
+the marker. Every judging decision is a pure function of the stage's ``data`` (the generations, what the tools
+returned, the marker): :func:`rejudge` repeats them without the model.
 
 When the answer holds no parsed call, the request is repeated with ``tool_choice=required`` (llama.cpp then
 constrains the output with a grammar for the formats it can) and the stage reports what that changed.
@@ -19,7 +28,6 @@ constrains the output with a grammar for the formats it can) and the stage repor
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,11 +36,13 @@ from typing import Any
 from gguftpl.engines.llamacpp_session import LlamaCppSession, Message
 from gguftpl.errors import GGUFTplError, LlamaCppError
 from gguftpl.verify.callshape import FoundCall, find_call
+from gguftpl.verify.invented import INVENTED, Claim, judge_claims, named_pieces
 from gguftpl.verify.result import FAIL, PASS, Stage, excerpt
 
 STAGE_LIVE = "live"
 PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER = "parsed_call", "unparsed_call", "no_call", "no_answer"
-OUTCOMES = (PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER)
+INVENTED_RESULT = "invented_result"
+OUTCOMES = (PARSED_CALL, UNPARSED_CALL, NO_CALL, NO_ANSWER, INVENTED_RESULT)
 DEFAULT_MAX_TOKENS = 192
 """Enough for a call with a few arguments and a sentence around it."""
 DEFAULT_TIMEOUT = 300.0
@@ -63,6 +73,10 @@ class LiveOptions:
     threads: int | None = None
     """CPU threads for llama.cpp (None: one per core). On a machine busy with other work, 1 can be several times
     faster: llama.cpp's threads wait for each other at every step."""
+    marker: str | None = None
+    """The canary tool's marker (None: a fresh random one per run; give one to compare two runs)."""
+    probes: tuple[str, ...] = ()
+    """Further live conversations, each its own stage (:data:`gguftpl.verify.liveprobes.PROBES`)."""
 
 
 @dataclass
@@ -83,6 +97,13 @@ class Generation:
     def calls(self) -> list[dict[str, Any]]:
         return list(self.message.get("tool_calls") or [])
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Generation:
+        """A generation as :meth:`to_dict` recorded it (to judge it again without the model)."""
+        return cls(
+            dict(d.get("message") or {}), d.get("finish_reason"), d.get("tokens"), d.get("seconds", 0.0), d.get("error")
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"message": self.message, "finish_reason": self.finish_reason, "tokens": self.tokens}
         d["seconds"] = round(self.seconds, 2)
@@ -98,10 +119,12 @@ def generate(
     options: LiveOptions,
     tool_choice: str | None = None,
     timeout: float | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Generation:
     """The model's answer at temperature 0, at most ``max_tokens`` long and ``timeout`` seconds late (default:
-    ``options.timeout``)."""
+    ``options.timeout``); ``extra`` goes into the request body (``parallel_tool_calls``)."""
     body: dict[str, Any] = {"messages": messages, "temperature": 0, "max_tokens": options.max_tokens, "seed": 0}
+    body.update(extra or {})
     if tools:
         body["tools"] = tools
     if tool_choice:
@@ -130,15 +153,30 @@ def generate(
 class Judged:
     outcome: str
     found: FoundCall | None = None
+    claim: Claim | None = None
+    """For an answer without a parsed call: what it claims about results (:mod:`gguftpl.verify.invented`)."""
 
 
-def judge(gen: Generation, tool_names: Sequence[str]) -> Judged:
+def judge(
+    gen: Generation, tool_names: Sequence[str], *, returned: Sequence[str] = (), given: Sequence[str] = ()
+) -> Judged:
+    """The outcome of one answer: from the generation, the tools' names, what the tools ``returned`` so far and
+    what the model was ``given`` (the user's request first, then the tools' schemas): no model needed."""
     if gen.error is not None:
         return Judged(NO_ANSWER)
     if gen.calls:
         return Judged(PARSED_CALL)
     found = find_call(gen.text, tool_names) or find_call(str(gen.message.get("reasoning_content") or ""), tool_names)
-    return Judged(UNPARSED_CALL, found) if found is not None else Judged(NO_CALL)
+    rest = gen.text.replace(found.excerpt, "\n") if found is not None else gen.text
+    claim = judge_claims(rest, returned=returned, given=given, tool_names=tool_names, call_written=found is not None)
+    if claim.verdict == INVENTED:
+        return Judged(INVENTED_RESULT, found, claim)
+    return Judged(UNPARSED_CALL if found is not None else NO_CALL, found, claim)
+
+
+def given_texts(ask: str, tools: Sequence[dict[str, Any]] | None) -> list[str]:
+    """What the model was given, for :func:`judge`: the request, then the tools' schemas."""
+    return [ask, json.dumps(list(tools or []), ensure_ascii=False)]
 
 
 def live_stage(
@@ -151,13 +189,18 @@ def live_stage(
 ) -> Stage:
     """The live stage on a running session with the real weights. ``tools`` (OpenAI entries) come with
     ``options.ask``; without them the canary tool is asked for. ``dispatch(name, arguments)`` runs a parsed call
-    (an MCP ``tools/call``) and returns its result (``.text``, ``.is_error``)."""
+    (an MCP ``tools/call``) and returns its result (``.text``, ``.is_error``); with the canary tool and no
+    dispatcher, gguftpl answers the canary call itself with the run's marker."""
     from gguftpl.templates import probes
+    from gguftpl.verify.canarytools import canary_dispatcher, fresh_marker
 
     options = options or LiveOptions()
     say = progress or (lambda _msg: None)
+    marker = None
     if not tools or options.ask is None:
         tools, ask = probes.canary_tools(), canary_ask()
+        marker = options.marker or fresh_marker()
+        dispatch = dispatch or canary_dispatcher(marker)
     else:
         ask = options.ask
     names = [str((t.get("function") or {}).get("name") or "") for t in tools]
@@ -166,10 +209,14 @@ def live_stage(
     say(f"live: {budget.describe(options.try_required, dispatch is not None)}")
     say(f"live: the model answers {ask!r} (at most {options.max_tokens} tokens)…")
     gen = generate(s, messages, tools, options, timeout=budget.left())
-    judged = judge(gen, names)
+    given = given_texts(ask, tools)
+    judged = judge(gen, names, given=given)
     say(f"live: {_done(gen)}: {judged.outcome}")
     data: dict[str, Any] = {"ask": ask, "tools": names, "generation": gen.to_dict(), "budget_s": options.timeout}
+    data.update(given=given, marker=marker, tool_entries=tools)
     data["tools_in_prompt"] = _tools_in_prompt(s, messages, tools, names)
+    if judged.claim is not None:
+        data["claim"] = judged.claim.to_dict()
     evidence = _evidence(s, gen, judged, data, dispatch, messages, tools, options, say, budget)
     if judged.outcome not in (PARSED_CALL, NO_ANSWER) and options.try_required:
         if budget.spent():
@@ -254,22 +301,24 @@ def _evidence(
             text += "\n" + _second_turn(s, gen, dispatch, messages, tools, options, data, say, left)
         return text
     cut = " (cut at max tokens)" if gen.finish_reason == "length" else ""
-    if judged.outcome == UNPARSED_CALL:
-        found = judged.found
-        assert found is not None
-        expected = _expected_shape(s)
-        data["expected"] = expected
-        return (
-            f"the model wrote a call to {found.name}({json.dumps(found.arguments, ensure_ascii=False)}) as "
-            f"{found.describe()}, which llama.cpp did not parse: no tool_calls reach the client. "
-            f"{expected['evidence']}\n{said}{cut}"
-        )
+    claimed = f"\nthe answer {judged.claim.describe()}" if judged.claim is not None else ""
     where = (
         "the tools were in the prompt"
         if data["tools_in_prompt"]
         else "the tools were not in the prompt (llama.cpp dropped them: the template never renders them)"
     )
-    return f"the model answered without calling a tool; {where}.\n{said}{cut}"
+    if judged.found is not None:
+        found = judged.found
+        expected = _expected_shape(s)
+        data["expected"] = expected
+        return (
+            f"the model wrote a call to {found.name}({json.dumps(found.arguments, ensure_ascii=False)}) as "
+            f"{found.describe()}, which llama.cpp did not parse: no tool_calls reach the client. "
+            f"{expected['evidence']}{claimed}\n{said}{cut}"
+        )
+    if judged.outcome == INVENTED_RESULT:
+        return f"the model called no tool, and no tool ran; {where}.{claimed}\n{said}{cut}"
+    return f"the model answered without calling a tool; {where}.{claimed}\n{said}{cut}"
 
 
 def _expected_shape(s: LlamaCppSession) -> dict[str, Any]:
@@ -304,8 +353,10 @@ def _required(
 ) -> str:
     left = budget.left() if budget is not None else None
     gen = generate(s, messages, tools, options, tool_choice="required", timeout=left)
-    judged = judge(gen, names)
+    judged = judge(gen, names, given=data.get("given") or ())
     data["tool_choice_required"] = {"outcome": judged.outcome, "model_output": gen.text, "generation": gen.to_dict()}
+    if judged.claim is not None:
+        data["tool_choice_required"]["claim"] = judged.claim.to_dict()
     if judged.outcome == PARSED_CALL:
         call = gen.calls[0].get("function") or {}
         return (
@@ -357,21 +408,50 @@ def _second_turn(
     ]
     say("live: the model answers with the tool result…")
     final = generate(s, turn, tools, options, timeout=left)
-    uses = _uses_result(text, final.text)
-    data["dispatch"] = {"result": text, "is_error": bool(getattr(result, "is_error", False))}
-    data["final"] = {"generation": final.to_dict(), "uses_result": uses}
+    data["dispatch"] = {"name": name, "arguments": args, "result": text}
+    data["dispatch"]["is_error"] = bool(getattr(result, "is_error", False))
+    data["final"] = judge_final(final, text, data.get("given") or (), [name])
     if final.error is not None:
         return f"dispatched {name}: {_quote(text)}; no final answer: {final.error}"
-    verdict = "uses the result" if uses else "does not visibly use the result"
-    return f"dispatched {name}: {_quote(text)}; the final answer {verdict}: {_quote(final.text)}"
+    return f"dispatched {name}: {_quote(text)}; the final answer {final_verdict(data['final'])}: {_quote(final.text)}"
 
 
-def _uses_result(result: str, answer: str) -> bool:
-    """Some distinctive piece of the result (a number, a word with digits, a word of 6+ letters) is in the answer."""
-    pieces = {p for p in re.findall(r"\w*\d\w*|[^\W\d_]{6,}", result)}
-    low = answer.lower()
-    return any(p.lower() in low for p in pieces)
+def judge_final(final: Generation, result: str, given: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
+    """The final answer after a tool returned ``result``: which pieces of it the answer names, and what it
+    claims beyond them (:mod:`gguftpl.verify.invented`)."""
+    named = named_pieces(result, final.text, given)
+    d: dict[str, Any] = {"generation": final.to_dict(), "uses_result": bool(named), "named": named}
+    if final.error is None:
+        claim = judge_claims(final.text, returned=[result], given=given, tool_names=names, call_written=True)
+        d["claim"] = claim.to_dict()
+    return d
+
+
+def final_verdict(final: dict[str, Any]) -> str:
+    """``uses the result (names …)`` or ``does not visibly use the result``, and an invented claim beside it."""
+    named = final.get("named") or []
+    text = f"uses the result (names {', '.join(named[:3])})" if named else "does not visibly use the result"
+    claim = final.get("claim") or {}
+    if claim.get("verdict") == INVENTED:
+        text += " but claims a result no tool returned (" + "; ".join(claim.get("reasons") or []) + ")"
+    return text
 
 
 def _quote(text: str) -> str:
     return repr(excerpt(" ".join(text.split()), limit=300))
+
+
+def rejudge(data: dict[str, Any]) -> dict[str, Any]:
+    """The live stage's verdicts again, from its recorded ``data`` alone (no model): the outcome, the
+    ``tool_choice=required`` retry's, and the final answer's (what it names, what it claims)."""
+    names = [str(n) for n in data.get("tools") or []]
+    given = data.get("given") or given_texts(str(data.get("ask") or ""), data.get("tool_entries"))
+    out: dict[str, Any] = {"outcome": judge(Generation.from_dict(data["generation"]), names, given=given).outcome}
+    retry = data.get("tool_choice_required") or {}
+    if "generation" in retry:
+        out["tool_choice_required"] = judge(Generation.from_dict(retry["generation"]), names, given=given).outcome
+    final, dispatched = data.get("final"), data.get("dispatch")
+    if final and dispatched:
+        gen = Generation.from_dict(final["generation"])
+        out["final"] = judge_final(gen, str(dispatched["result"]), given, [str(dispatched.get("name") or "")])
+    return out

@@ -176,6 +176,10 @@ def _verify_with_tools(s: LlamaCppSession, path: str, run: ToolRun | None, live:
 
         tools = openai_tools(run.tools) if run is not None else None
         result.stages.append(live_stage(s, tools, options=live.options, dispatch=live.dispatch, progress=live.progress))
+        if live.options.probes:
+            from gguftpl.verify.liveprobes import probe_stages
+
+            result.stages.extend(probe_stages(s, live.options, live.progress))
     return result
 
 

@@ -22,10 +22,25 @@ def stdio_command(server: Path = METRICS_SERVER) -> list[str]:
     return [sys.executable, str(server)]
 
 
-def read_log(path: Path) -> list[dict[str, Any]]:
+def _records(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The calls the server saw, in order: ``{"tool": ..., "args": {...}}``."""
+    return [r for r in _records(path) if "tool" in r]
+
+
+def markers(path: Path) -> list[str]:
+    """The fresh markers of the server processes that logged into ``path``, in start order."""
+    return [str(r["marker"]) for r in _records(path) if "marker" in r]
+
+
+def returned_marker(path: Path, text: str) -> str | None:
+    """The marker a server logging into ``path`` returned, when ``text`` names it (else None)."""
+    return next((m for m in markers(path) if m in text), None)
 
 
 def free_port() -> int:

@@ -2,7 +2,10 @@
 
 One tool, ``lookup_metric(project)``, with a described parameter. Each call is appended as one JSON
 line ``{"tool": ..., "args": {...}}`` to the file named by ``GGUFTPL_TEST_MCP_LOG`` (or ``--log PATH``;
-tests read it independently of gguftpl), and the result is the fixed text ``MARKER`` plus the project.
+tests read it independently of gguftpl), and the result is this process's marker (``METRIC-RESULT-`` and eight
+fresh random hex digits, new in every process, so a model cannot have learnt it and a value it states can be
+compared with the one really returned) plus the project. The marker is logged when the server starts, as one
+line ``{"marker": ..., "pid": ...}`` (``harness.markers`` reads them; ``harness.read_log`` only the calls).
 
 Run: ``python metrics_server.py`` (stdio) or ``python metrics_server.py --http PORT`` (streamable HTTP on
 127.0.0.1). ``GGUFTPL_TEST_MCP_CRASH=1`` makes the tool kill the process mid-call.
@@ -13,13 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-MARKER = "METRIC-RESULT-b7c41e"
+MARKER_PREFIX = "METRIC-RESULT-"
+_MARKER = MARKER_PREFIX + secrets.token_hex(4)
+"""This process's marker: fresh per process, logged at start."""
 PARAM_DESCRIPTION = "Slug of the project whose nightly build health metric is wanted"
 UNKNOWN_PROJECT = "no-such-project"
 TOOL_DESCRIPTION = "Look up the current build health metric of a project."
@@ -31,10 +37,14 @@ _LOG_PATH: str | None = None
 
 
 def _log(tool: str, args: dict[str, object]) -> None:
+    _write({"tool": tool, "args": args})
+
+
+def _write(record: dict[str, object]) -> None:
     path = _LOG_PATH or os.environ.get("GGUFTPL_TEST_MCP_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"tool": tool, "args": args}) + "\n")
+            f.write(json.dumps(record) + "\n")
 
 
 @server.tool(description=TOOL_DESCRIPTION)
@@ -44,7 +54,7 @@ def lookup_metric(project: Annotated[str, Field(description=PARAM_DESCRIPTION)])
         os._exit(3)
     if project == UNKNOWN_PROJECT:
         raise ToolError(f"no such project: {project}")  # the SDK answers with isError and this text
-    return f"{MARKER} project={project} health=0.93"
+    return f"{_MARKER} project={project} health=0.93"
 
 
 def main() -> None:
@@ -57,6 +67,7 @@ def main() -> None:
     _LOG_PATH = args.log
     if args.crash:
         os.environ["GGUFTPL_TEST_MCP_CRASH"] = "1"
+    _write({"marker": _MARKER, "pid": os.getpid()})
     if args.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:

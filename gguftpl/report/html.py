@@ -211,8 +211,8 @@ def _footer(context: ReportContext | None) -> list[str]:
 
 
 def page(title: str, summary: str, matrix: Matrix, **parts: Any) -> str:
-    """The whole page: ``matrix`` (files or repos x runtimes) and the optional ``parts`` (``files``,
-    ``prompt_sections``, ``footer``) the template shows below it."""
+    """The whole page: ``matrix`` (files or repos x runtimes) and the optional ``parts`` (``files``, ``repos``,
+    ``files_open``, ``prompt_sections``, ``footer``) the template shows below it."""
     from gguftpl.templates.probes import CANARY_LEGEND, CANARY_PARAM_NAME, CANARY_TOOL_NAME
 
     values = {
@@ -220,6 +220,7 @@ def page(title: str, summary: str, matrix: Matrix, **parts: Any) -> str:
         "summary": summary,
         "matrix": matrix,
         "files": [],
+        "repos": [],
         "files_open": False,
         "prompt_sections": [],
         "footer": [],

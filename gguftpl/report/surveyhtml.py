@@ -2,9 +2,10 @@
 
 A matrix of repos x runtimes (each repo's cell for a runtime is its worst file's answer, ``RepoRow.runtime_rows``;
 under each row the runtimes that lose the tools, the top findings and the fix), then per repo its top findings
-each with its fix, and the files audited (file x runtime), each file's findings folded below them. The page, its escaping and its Content-Security-Policy
-are :func:`gguftpl.report.html.page`'s: every repo id, file name, Hub error message and finding message (which
-may quote a template's output) goes through the same autoescaping Jinja2 environment as the audit's report.
+each with its fix, and the files audited (file x runtime), each file's findings folded below them. The page, its
+escaping and its Content-Security-Policy are :func:`gguftpl.report.html.page`'s: every repo id, file name, Hub
+error message and finding message (which may quote a template's output) goes through the same autoescaping Jinja2
+environment as the audit's report.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@
         hub.drip_head = 0.2                   # /resolve/ answers: the status line and headers, a byte at a time
         hub.extra_tree["org/name"] = ["../../x.gguf"]   # names the tree listing adds (no such file)
         hub.redirects["model.gguf"] = "http://127.0.0.1:1/blob"   # 302 for /resolve/…/model.gguf
+        hub.repo_errors["org/name"] = (400, "<b>no</b>")  # every /api/models/org/name… answer: this error
         hub.stop_dripping()                   # let every drip end at once (done on exit too)
 
 Everything else is the well-behaved stand-in (``HubServer``): the request log, repos on disk, Range answers.
@@ -33,6 +34,7 @@ class HostileHub(HubServer):
         self.drip_head: float | None = None
         self.extra_tree: dict[str, list[str]] = {}
         self.redirects: dict[str, str] = {}
+        self.repo_errors: dict[str, tuple[int, str]] = {}
         self._stopping = threading.Event()
 
     def start(self) -> HostileHub:
@@ -69,6 +71,11 @@ class _HostileHandler(_Handler):
         if self.hub.drip_head is not None and "/resolve/" in path:
             # headers that never end: no hook sees an answer before its headers are complete
             self._drip_body(b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000, self.hub.drip_head, 200)
+            return
+        m = re.match(r"^/api/models/([^/]+/[^/]+)", path)
+        if m and m.group(1) in self.hub.repo_errors:
+            status, message = self.hub.repo_errors[m.group(1)]
+            self._error(status, "HostileError", message, head)
             return
         target = self.hub.redirects.get(path.rsplit("/", 1)[-1]) if "/resolve/" in path else None
         if target is not None:

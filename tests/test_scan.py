@@ -114,3 +114,33 @@ def test_scan_path_llamacpp_cache_and_empty_home(tmp_path: Path, home: Path) -> 
         (str(empty / ".cache" / "llama.cpp" / "org_Y-GGUF_y.gguf"), "llama.cpp"),
         (str(folder / "x.gguf"), "path"),
     ]
+
+
+def test_scan_html_shows_the_models_matrix_their_fixes_and_what_the_scan_adds(home: Path, tmp_path: Path) -> None:
+    from tests.browser import Dom, dump_dom, text
+    from tests.test_html_report import matrix
+
+    page = tmp_path / "scan.html"
+    r = run(home, "--format", "html", "-o", str(page))
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == "" and page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    doc = json.loads(run(home, "--format", "json").stdout)
+    dom = Dom.parse(dump_dom(page, tmp_path))
+    head, rows = matrix(dom)
+    assert list(rows) == [m["ref"] for m in doc["models"]]
+    for m in doc["models"]:
+        ids = list(m["runtimes"])
+        assert len(ids) == len(head)
+        expected = [
+            m["runtimes"][i]
+            if m["runtimes"][i] in ("injected", "refused", "fails")
+            else {True: "yes", False: "no", None: "unknown"}[m["tools_reach_prompt"][i]]
+            for i in ids
+        ]
+        assert rows[m["ref"]] == expected, m["ref"]
+    assert rows["ollama://hermes-test:latest"][head.index("Ollama")] == "refused"
+    footer = [text(p) for p in dom.find("footer").find_all("p")]
+    assert "ollama://hermes-test:latest: also ollama://hermes-test:v1" in footer
+    modelfile = "gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR"
+    assert f"ollama://hermes-test:latest: fix: {modelfile}" in footer
+    assert dom.find_all("article", cls="prompts")  # the prompt each runtime renders, side by side

@@ -66,9 +66,18 @@ def table(result: Any) -> str:
     help="Only this store (repeatable); default: every store present.",
 )
 @click.option("--path", "paths", multiple=True, metavar="DIR", help="Also every *.gguf below DIR (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts, html for a self-contained page (with -o scan.html): the model x "
+    "runtime matrix, each finding with its fix, the prompt each runtime renders.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically).")
 @click.pass_context
-def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...], fmt: str) -> None:
+def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Audit the models you already have: every GGUF in Ollama's store ($OLLAMA_MODELS or ~/.ollama/models),
     LM Studio's models folder (~/.lmstudio/models, or the older ~/.cache/lm-studio/models), the Hugging Face
     cache and llama.cpp's cache ($LLAMA_CACHE or ~/.cache/llama.cpp), plus the folders given with --path. A
@@ -87,9 +96,23 @@ def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...],
     from gguftpl.audit import AuditOptions
     from gguftpl.scan import scan
 
+    if output:
+        from gguftpl.safeio import check_output_folder
+
+        check_output_folder(output)
     result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")))
-    if fmt == "json":
-        echo_json_text(result.to_json())
+    if fmt == "html":
+        from gguftpl.report.scanhtml import scan_page
+
+        report = scan_page(result)
     else:
-        echo(table(result), nl=False)
+        report = result.to_json() + "\n" if fmt == "json" else table(result)
+    if output is not None:
+        from gguftpl.report import write_atomic
+
+        write_atomic(output, report)
+    elif fmt == "json":
+        echo_json_text(report, nl=False)
+    else:
+        echo(report, nl=False)
     ctx.exit(result.exit_code())

@@ -44,7 +44,8 @@ from gguftpl.report.survey import survey_format_names
     type=click.Choice(survey_format_names()),
     default="text",
     show_default=True,
-    help="Report format.",
+    help="Report format: text for people, json for scripts, csv for a spreadsheet, html for a self-contained page "
+    "to look at (with -o survey.html): the repo x runtime matrix, each finding with its fix, the files audited.",
 )
 @click.option("-j", "--jobs", type=click.IntRange(1, 32), default=4, show_default=True, help="Repos read at once.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically).")

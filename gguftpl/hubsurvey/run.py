@@ -27,12 +27,40 @@ from gguftpl.errors import GGUFFormatError, HubError, UsageError
 from gguftpl.findings import Severity
 from gguftpl.hubsurvey.listing import ListedRepo, list_gguf_repos, read_repos_file, sample_files
 
-__all__ = ["FileRecord", "FindingCount", "RepoRow", "SurveyResult", "survey"]
+__all__ = ["FileRecord", "FindingCount", "RepoRow", "RuntimeOutcome", "SurveyResult", "survey"]
 
 TOP_FINDINGS = 5
 """Finding codes a repo's row names, most severe and most frequent first."""
 
 Progress = Callable[[int, int, str], None]
+
+_WORST_FIRST = ("dropped", "refused", "fails", "injected", "unknown", "prompt")
+"""Runtime outcomes, the one that costs the tools first: a repo's cell for a runtime is its worst file's."""
+
+
+@dataclass(frozen=True)
+class RuntimeOutcome:
+    """What one runtime does with a tools request for one file: the fields of ``RuntimeRow.to_dict()`` a
+    report's runtime matrix shows (``gguftpl.report.htmlparts.cell`` reads them)."""
+
+    name: str
+    outcome: str
+    tools_reach_prompt: bool | None
+    reason: str = ""
+    engine: str = ""
+    template: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RuntimeOutcome:
+        reach = d.get("tools_reach_prompt")
+        return cls(
+            str(d["name"]),
+            str(d.get("outcome") or "unknown"),
+            reach if isinstance(reach, bool) else None,
+            str(d.get("reason") or ""),
+            str(d.get("engine") or ""),
+            str(d.get("template") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,10 @@ class FileRecord:
     """The file's one repair (``gguftpl.repair``): a command, or the words that say why there is none."""
     error: str | None = None
     """Why the header could not be read as a GGUF (GT001)."""
+    runtimes: tuple[RuntimeOutcome, ...] = ()
+    """Each runtime's answer for the file, in the runtime table's order (none in a state an older gguftpl wrote)."""
+    fixes: tuple[tuple[str, str], ...] = ()
+    """(code, how to fix it) of the first finding of each code: its command, else its rule's fix in words."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FileRecord:
@@ -61,6 +93,8 @@ class FileRecord:
             tuple(str(x) for x in d.get("dropping", ())),
             d.get("fix"),
             d.get("error"),
+            tuple(RuntimeOutcome.from_dict(r) for r in d.get("runtimes", ())),
+            tuple((str(c), str(f)) for c, f in d.get("fixes", ())),
         )
 
 
@@ -73,6 +107,8 @@ class FindingCount:
     count: int
     message: str
     """The message of its first finding."""
+    fix: str = ""
+    """How to fix it, as its first finding says (a command, or its rule's fix in words)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +141,31 @@ class RepoRow:
                 if code not in first or Severity(sev).rank > Severity(first[code][0]).rank:
                     first[code] = (sev, msg)
         order = sorted(counts, key=lambda c: (-Severity(first[c][0]).rank, -counts[c], c))
-        return tuple(FindingCount(c, first[c][0], counts[c], first[c][1]) for c in order[:TOP_FINDINGS])
+        fixes: dict[str, str] = {}
+        for f in self.files:
+            for code, fix in f.fixes:
+                fixes.setdefault(code, fix)
+        return tuple(
+            FindingCount(c, first[c][0], counts[c], first[c][1], fixes.get(c, "")) for c in order[:TOP_FINDINGS]
+        )
+
+    def runtime_rows(self) -> list[dict[str, Any]]:
+        """One row per runtime (``RuntimeRow.to_dict()``'s fields) for the repo: its worst file's answer, the
+        reason saying in how many of the files read when they differ."""
+        by: dict[str, list[RuntimeOutcome]] = {}
+        for f in self.files:
+            for r in f.runtimes:
+                by.setdefault(r.name, []).append(r)
+        rank = {o: i for i, o in enumerate(_WORST_FIRST)}
+        out = []
+        for got in by.values():
+            worst = min(got, key=lambda r: rank.get(r.outcome, len(rank)))
+            row = asdict(worst)
+            same = sum(1 for r in got if (r.outcome, r.tools_reach_prompt) == (worst.outcome, worst.tools_reach_prompt))
+            if same < len(got):
+                row["reason"] = f"in {same} of the {len(got)} files it was asked about: {worst.reason}"
+            out.append(row)
+        return out
 
     @property
     def fix(self) -> str | None:
@@ -346,6 +406,9 @@ class _Run:
             return
         chosen, listed = sample_files(listing.files, all_files=self.s.all_files)
         done = self.st.files(r.repo_id, sha)
+        for name, why in listing.unsafe:  # never requested, but reported (GT557): a hostile listing hides nothing
+            if name not in done:
+                self._post("unsafe", r, sha, name, why)
         for name, _ in chosen:
             if name in done:
                 continue
@@ -362,7 +425,8 @@ class _Run:
                 self._post("file", r, sha, name, listing.ref.file(name, sha).spec, None, str(exc))
                 continue
             self._post("file", r, sha, name, rr.label, rr, None)
-        self._post("done", r, sha, [n for n, _ in chosen], listed)
+        names = [n for n, _ in chosen] + [n for n, _ in listing.unsafe]
+        self._post("done", r, sha, names, listed + len(listing.unsafe))
 
     # ---- in this thread
 
@@ -377,6 +441,9 @@ class _Run:
                 rr.header.close()
             self.st.put_file(r.repo_id, sha, name, asdict(rec))
             self.result.header_reads += rr is not None
+        elif kind == "unsafe":
+            _, _, sha, name, why = msg
+            self.st.put_file(r.repo_id, sha, name, asdict(_unsafe_record(r.repo_id, sha, name, why)))
         elif kind == "done":
             _, _, sha, names, listed = msg
             have = self.st.files(r.repo_id, sha)
@@ -408,7 +475,25 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - a bug on one file is that file's row, not the survey's end
             why = f"unexpected {type(exc).__name__}: {exc}"
             return FileRecord(name, label, (("GT002", "error", why),), error=why)
+        from gguftpl.findings import fix_text
+
+        rows = fa.runtimes.rows if fa.runtimes is not None else ()
         dropping = tuple(x.name for x in fa.runtimes.dropping()) if fa.runtimes is not None else ()
         fix = fa.repair.text() if fa.repair is not None and fa.repair.needed else None
         findings = tuple((f.code, f.severity.value, f.message) for f in fa.findings)
-        return FileRecord(name, label, findings, dropping, fix or None, fa.error)
+        fixes: dict[str, str] = {}
+        for f in fa.findings:
+            fixes.setdefault(f.code, fix_text(f))
+        runtimes = tuple(
+            RuntimeOutcome(r.name, r.outcome, r.tools_reach_prompt, r.reason, r.engine, r.template) for r in rows
+        )
+        return FileRecord(name, label, findings, dropping, fix or None, fa.error, runtimes, tuple(fixes.items()))
+
+
+def _unsafe_record(repo: str, sha: str, name: str, why: str) -> FileRecord:
+    """A listed name that is no safe repo path (``gguftpl.gguf.hubref.unsafe_repo_path``): never read, reported
+    as the repo audit reports it (GT557), under the repo's own label (the name is never built into a URL)."""
+    from gguftpl.rules.repo import REPO_UNSAFE_NAME as rule
+
+    finding = (rule.code, rule.severity.value, f"not read: {why} ({name[:200]!r})")
+    return FileRecord(name, f"hf://{repo}@{sha}", (finding,), fixes=((rule.code, rule.fix),))

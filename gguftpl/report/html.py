@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from gguftpl.report.context import ReportContext
     from gguftpl.report.htmlparts import Matrix
 
-__all__ = ["HTMLFormatter", "highlight", "page"]
+__all__ = ["HTMLFormatter", "audit_page", "highlight", "page"]
 
 EVIDENCE_MAX_LINES = 40
 FILES_OPEN = 3
@@ -211,8 +211,8 @@ def _footer(context: ReportContext | None) -> list[str]:
 
 
 def page(title: str, summary: str, matrix: Matrix, **parts: Any) -> str:
-    """The whole page: ``matrix`` (files or repos x runtimes) and the optional ``parts`` (``files``,
-    ``prompt_sections``, ``footer``) the template shows below it."""
+    """The whole page: ``matrix`` (files or repos x runtimes) and the optional ``parts`` (``files``, ``repos``,
+    ``files_open``, ``prompt_sections``, ``footer``) the template shows below it."""
     from gguftpl.templates.probes import CANARY_LEGEND, CANARY_PARAM_NAME, CANARY_TOOL_NAME
 
     values = {
@@ -220,6 +220,7 @@ def page(title: str, summary: str, matrix: Matrix, **parts: Any) -> str:
         "summary": summary,
         "matrix": matrix,
         "files": [],
+        "repos": [],
         "files_open": False,
         "prompt_sections": [],
         "footer": [],
@@ -242,21 +243,27 @@ def _summary(run: AuditRun) -> str:
     )
 
 
+def audit_page(run: AuditRun, title: str, footer: Sequence[str] = ()) -> str:
+    """The page of ``run``: its file x runtime matrix, each file's findings with their fixes, the prompts side by
+    side (``audit --format html``; ``scan --format html`` with the models a user has as the files)."""
+    labels = [fa.path for fa in run.files]
+    sections, anchors = _prompt_sections(run.files, labels)
+    files = [_file(fa, run, i, anchors[i - 1]) for i, fa in enumerate(run.files, 1)]
+    return page(
+        title,
+        _summary(run),
+        run_matrix(run),
+        files=files,
+        files_open=len(files) <= FILES_OPEN,
+        prompt_sections=sections,
+        footer=list(footer),
+    )
+
+
 class HTMLFormatter:
     name = "html"
 
     def format(self, run: AuditRun, context: ReportContext | None = None) -> str:
-        labels = [fa.path for fa in run.files]
-        sections, anchors = _prompt_sections(run.files, labels)
-        files = [_file(fa, run, i, anchors[i - 1]) for i, fa in enumerate(run.files, 1)]
         first = next((fa.path for fa in run.files if not fa.repo_level), "")
         title = f"gguftpl audit: {first}" if run.file_count == 1 else f"gguftpl audit: {run.file_count} files"
-        return page(
-            title,
-            _summary(run),
-            run_matrix(run),
-            files=files,
-            files_open=len(files) <= FILES_OPEN,
-            prompt_sections=sections,
-            footer=_footer(context),
-        )
+        return audit_page(run, title, _footer(context))

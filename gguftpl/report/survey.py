@@ -17,7 +17,9 @@ __all__ = [
     "JSONSurveyFormatter",
     "SurveyFormatter",
     "TextSurveyFormatter",
+    "findings_text",
     "get_survey_formatter",
+    "headline",
     "survey_format_names",
 ]
 
@@ -34,6 +36,7 @@ SURVEY_FORMATS: dict[str, str] = {
     "text": "survey:TextSurveyFormatter",
     "json": "survey:JSONSurveyFormatter",
     "csv": "survey:CSVSurveyFormatter",
+    "html": "surveyhtml:HTMLSurveyFormatter",
 }
 
 
@@ -48,7 +51,15 @@ def get_survey_formatter(name: str, **options: Any) -> SurveyFormatter:
     return formatter
 
 
-def _findings_text(row: RepoRow) -> str:
+def headline(result: SurveyResult) -> str:
+    """The survey's summary line (raw: each format escapes it its own way)."""
+    return (
+        f"survey of {result.source}: {len(result.rows)} repos, {result.audited} audited, "
+        f"{result.reused} unchanged since the last run, {result.failed} failed; {result.header_reads} headers read"
+    )
+
+
+def findings_text(row: RepoRow) -> str:
     return ", ".join(f"{c.code} x{c.count}" if c.count > 1 else c.code for c in row.top_findings)
 
 
@@ -70,13 +81,10 @@ class TextSurveyFormatter:
     def format(self, result: SurveyResult) -> str:
         from gguftpl.safeio import printable
 
-        head = (
-            f"survey of {printable(result.source)}: {len(result.rows)} repos, {result.audited} audited, "
-            f"{result.reused} unchanged since the last run, {result.failed} failed; {result.header_reads} headers read"
-        )
+        head = printable(headline(result))
         table = [("repo", "files", "tools lost in", "top findings")]
         for r in result.rows:
-            table.append((printable(r.repo), f"{len(r.files)}/{r.files_listed}", _tools_text(r), _findings_text(r)))
+            table.append((printable(r.repo), f"{len(r.files)}/{r.files_listed}", _tools_text(r), findings_text(r)))
         w = [max(len(row[i]) for row in table) for i in range(3)]
         out = [head, ""]
         for i, (repo, files, tools, findings) in enumerate(table):

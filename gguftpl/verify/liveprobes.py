@@ -199,7 +199,7 @@ def _parallel_turn(
     """Dispatch every parsed call (gguftpl's canary answers, a fresh marker each), give the results back in
     the calls' order, check the template renders them in that order, and judge the final answer."""
     calls = [{**c, "id": str(c.get("id") or f"call_{i}")} for i, c in enumerate(gen.calls)]
-    results = []
+    results: list[dict[str, Any]] = []
     for c in calls:
         fn = c.get("function") or {}
         raw = fn.get("arguments")

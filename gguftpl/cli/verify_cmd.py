@@ -13,6 +13,7 @@ import click
 
 from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import StderrProgress, echo, echo_json, width_option
+from gguftpl.cli.verify_evidence import check_options, evidence_options, pop_evidence_options
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -30,7 +31,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
 
 @click.command("verify")
-@click.argument("file", type=LOCAL_MODEL)
+@click.argument("file", type=LOCAL_MODEL, required=False)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
@@ -78,13 +79,14 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 )
 @tool_source_options
 @tool_check_options
+@evidence_options
 @click.option(
     "--with-data",
     is_flag=True,
     help="JSON: add each stage's data (per-tool token costs, missing schema items, prompts, parsed calls).",
 )
 @width_option
-def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
+def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
     """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
     reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool
     result renders in the next turn, and whether llama.cpp and transformers render the same prompt.
@@ -97,6 +99,10 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     (unparsed_call: which shape it wrote, which shape the template expects) or it answered without one
     (no_call: were the tools in the prompt?). Only parsed_call passes.
 
+    --counterfactual (with --live and --from-hub, --from-catalog or --template) proves a repair: the same
+    weights, seed and settings on the file and on its repaired copy (made as `patch` makes it, removed after),
+    one table stage by stage. --record DIR keeps the evidence as files; --replay DIR judges it again.
+
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
     from gguftpl.engines.llamacpp_session import require_xllamacpp
@@ -106,6 +112,13 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
     live_keys = ("live", "ask", "max_tokens", "live_timeout", "threads", "no_required_retry")
     live_opts = {k: kwargs.pop(k) for k in live_keys}
+    ev = pop_evidence_options(kwargs)
+    check_options(ev, live_opts["live"], file)
+    if ev["replay"] is not None:
+        from gguftpl.cli.verify_evidence import run_replay
+
+        run_replay(ev["replay"], fmt, _text)
+    assert file is not None
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
     if not wants_tools(source_opts) and (check_opts.get("call") or check_opts.get("call_args")):
@@ -128,6 +141,15 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         # the live stage's steps (loading, the model answering, a retry) as a status line on a terminal's
         # stderr; nothing in a pipe: what happened is in the report
         with StderrProgress("verify") as progress:
+            live = _live_run(live_opts, sources, progress.status) if live_opts["live"] else None
+            if ev["counterfactual"]:
+                from gguftpl.cli.verify_evidence import run_counterfactual
+
+                run_counterfactual(file, live, tools, ev, fmt)
+            if ev["record"]:
+                from gguftpl.cli.verify_evidence import recording_live
+
+                live, calls, mark = recording_live(live, ev)
             result = verify_file(
                 file,
                 load_weights=load_weights,
@@ -136,8 +158,12 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
                 call=check_opts.get("call"),
                 arguments=args,
                 max_tool_share=check_opts.get("max_tool_share"),
-                live=_live_run(live_opts, sources, progress.status) if live_opts["live"] else None,
+                live=live,
             )
+            if ev["record"]:
+                from gguftpl.cli.verify_evidence import record_live
+
+                ev["record"] = record_live(file, live, calls, mark, result, dict(ev, _tools=tools))
     finally:
         if sources is not None:
             sources.close()
@@ -158,9 +184,12 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
             data["runtimes"] = view.to_list()
         if repair is not None:
             data["repair"] = repair.to_dict()
+        if ev["record"]:
+            data["record"] = ev["record"]
         echo_json(data)
     else:
-        echo(_text(result, view, repair, own), color=None)
+        recorded = f"\nrecorded: {ev['record']}" if ev["record"] else ""
+        echo(_text(result, view, repair, own) + recorded, color=None)
     raise SystemExit(0 if result.ok else 1)
 
 

@@ -13,7 +13,6 @@ import click
 
 from gguftpl.cli.modelarg import LOCAL_MODEL
 from gguftpl.cli.output import StderrProgress, echo, echo_json, width_option
-from gguftpl.cli.verify_evidence import check_options, evidence_options, pop_evidence_options
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -22,6 +21,7 @@ from gguftpl.cli.tool_options import (
     tool_source_options,
     wants_tools,
 )
+from gguftpl.cli.verify_evidence import check_options, evidence_options, pop_evidence_options
 
 DEFAULT_MAX_TOKENS = 192
 """Mirrors gguftpl.verify.live.DEFAULT_MAX_TOKENS (not imported: --help stays light)."""

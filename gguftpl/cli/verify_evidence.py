@@ -93,7 +93,9 @@ def check_options(ev: dict[str, Any], live: bool, file: str | None) -> None:
         raise UsageError("give FILE (or --replay DIR)")
     given = [k for k in _REPAIR_KEYS if ev[k]]
     if given and not ev["counterfactual"]:
-        raise UsageError(f"--{given[0].replace('cf_templates', 'template').replace('_', '-')} goes with --counterfactual")
+        raise UsageError(
+            f"--{given[0].replace('cf_templates', 'template').replace('_', '-')} goes with --counterfactual"
+        )
     for key in ("counterfactual", "record", "server_log"):
         if ev[key] and not live:
             raise UsageError(f"--{key.replace('_', '-')} goes with --live")
@@ -119,13 +121,36 @@ def repair_spec(ev: dict[str, Any]) -> Any:
 
 
 def command_line() -> dict[str, Any]:
-    """The command as typed (when this process is gguftpl's own) and its parsed options."""
+    """The command line, rebuilt from the options as parsed (every option not at its default), and as typed when
+    this process is gguftpl's own."""
     ctx = click.get_current_context(silent=True)
-    params = {k: v for k, v in (ctx.params.items() if ctx is not None else ()) if v not in (None, (), False)}
-    out: dict[str, Any] = {"params": params}
-    if os.path.basename(sys.argv[0]) in ("gguftpl", "__main__.py"):
-        out["argv"] = "gguftpl " + shlex.join(sys.argv[1:])
+    out: dict[str, Any] = {}
+    if ctx is not None:
+        out["argv"] = shlex.join(["gguftpl", ctx.info_name or "verify", *_given(ctx)])
+    main = sys.argv[0] if sys.argv else ""
+    if os.path.basename(main) == "gguftpl" or os.path.basename(os.path.dirname(main)) == "gguftpl":
+        out["typed"] = shlex.join(["gguftpl", *sys.argv[1:]])
     return out
+
+
+def _given(ctx: click.Context) -> list[str]:
+    args: list[str] = []
+    for p in ctx.command.params:
+        value = ctx.params.get(p.name or "")
+        if value is None or value == p.default or value == () or p.expose_value is False:
+            continue
+        if isinstance(p, click.Argument):
+            args.append(str(value))
+            continue
+        opt = max(p.opts, key=len)
+        if isinstance(value, tuple | list):
+            for v in value:
+                args += [opt, str(v)]
+        elif value is True:
+            args.append(opt)
+        else:
+            args += [opt, str(value)]
+    return args
 
 
 def _logging(live: Any, sink: list[dict[str, Any]]) -> Any:
@@ -170,6 +195,8 @@ def run_counterfactual(file: str, live: Any, tools: Any, ev: dict[str, Any], fmt
     def on_side(side: str, _result: Any, path: str) -> None:
         if recording:  # hashed while the repaired copy still exists
             models[side] = model_info(path)
+            if path != file:
+                models[side]["note"] = "the temporary repaired copy, removed after the run"
 
     res = run_counterfactual(
         file,
@@ -257,7 +284,9 @@ def run_replay(folder: str, fmt: str, stages_text: Callable[[Any], str]) -> NoRe
         calls = {k: s.calls for k, s in rec.sides.items()}
         logs = {k: s.server_log or [] for k, s in rec.sides.items()}
         with_log = any(s.server_log is not None for s in rec.sides.values())
-        rows = compare(rep.results[BEFORE], rep.results["after"], schemas_of(rec.tools), calls, logs if with_log else None)
+        rows = compare(
+            rep.results[BEFORE], rep.results["after"], schemas_of(rec.tools), calls, logs if with_log else None
+        )
         from gguftpl.verify.cftable import table_text
 
         lines += [table_text(rows, output_width()), verdict_line(rows)]

@@ -260,7 +260,10 @@ def _log_size(path: str | None) -> int:
 
 
 def _log_lines(path: str, start: int) -> list[str]:
-    """The lines ``path`` gained since it was ``start`` bytes long (a rotated or truncated log: from its start)."""
+    """The lines ``path`` gained since it was ``start`` bytes long (a rotated or truncated log: from its start;
+    a log not yet made: none)."""
+    if not os.path.lexists(path):
+        return []
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -346,7 +349,9 @@ def _cells(
 
 
 def _unreached(why: str) -> dict[str, Cell]:
-    return {name: Cell("skip", why) for name in ("outcome", "raw output", "call shape", "parsed call", "valid arguments")}
+    return {
+        name: Cell("skip", why) for name in ("outcome", "raw output", "call shape", "parsed call", "valid arguments")
+    }
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -379,8 +384,21 @@ def _live_cells(data: Mapping[str, Any], schemas: Mapping[str, Any]) -> dict[str
         out["valid arguments"] = _valid_cell(schemas, name, args, "tool_choice=required's call: ")
     else:
         out["parsed call"] = Cell("fail", "none")
-        out["valid arguments"] = Cell("skip", "no parsed call")
+        out["valid arguments"] = _unparsed_args(data, schemas)
     return out
+
+
+def _unparsed_args(data: Mapping[str, Any], schemas: Mapping[str, Any]) -> Cell:
+    """The arguments of a call the model wrote but llama.cpp did not parse, judged as a call's would be (the
+    call found again by :func:`gguftpl.verify.live.judge` in the recorded answer)."""
+    from gguftpl.verify.live import Generation, judge
+
+    gen = data.get("generation") or {}
+    message = gen.get("message") if isinstance(gen.get("message"), dict) else {}
+    found = judge(Generation(dict(message), None, None, 0.0), list(schemas)).found
+    if found is None:
+        return Cell("skip", "no call written")
+    return _valid_cell(schemas, found.name, found.arguments, "the unparsed call's arguments: ")
 
 
 def _args_text(args: Any) -> str:

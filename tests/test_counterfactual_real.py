@@ -252,3 +252,29 @@ def test_dispatch_log_and_server_log_agree_on_a_real_server(tmp_path: Path) -> N
     lines = _log_lines(str(log), mark)
     assert [json.loads(x) for x in lines] == [{"tool": "lookup_metric", "args": {"project": "gguftpl"}}]
     assert calls[0]["result"] == result.text and "METRIC-RESULT" in result.text
+
+
+@pytest.fixture(scope="module")
+def live_record(broken: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    """One plain live run (no counterfactual), recorded, its text report kept."""
+    record = tmp_path_factory.mktemp("live") / "rec"
+    res = _run(["verify", str(broken), *LIVE, "--record", str(record), "--width", "100"])
+    return res.exit_code, res.stdout, record
+
+
+def test_a_recorded_live_run_replays_to_the_same_report(live_record: tuple[int, str, Path]) -> None:
+    code, text, record = live_record
+    assert code == 1 and f"recorded: {record}" in text
+    head = json.loads((record / "record.json").read_text())
+    assert head["kind"] == "live" and head["command"]["argv"].startswith("gguftpl verify ")
+    assert "--record" in head["command"]["argv"] and len(head["models"]["live"]["sha256"]) == 64
+    replayed = _run(["verify", "--replay", str(record), "--width", "100"])
+    assert replayed.exit_code == code
+    lines = text.splitlines()
+    stages = lines[: next(i for i, x in enumerate(lines) if x.startswith("runtimes,"))]
+    assert "\n".join(stages) in replayed.stdout  # the file's line and every stage, word for word
+    rep = json.loads(_run(["verify", "--replay", str(record), "--format", "json"]).stdout)
+    assert rep["same"] and [v["replayed"] for v in rep["verdicts"]][0] == "no_call"
+    assert len(list((record / "live" / "prompts").iterdir())) == len(
+        json.loads((record / "live" / "exchanges.json").read_text())
+    )

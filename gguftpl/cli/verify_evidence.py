@@ -137,7 +137,7 @@ def _given(ctx: click.Context) -> list[str]:
     args: list[str] = []
     for p in ctx.command.params:
         value = ctx.params.get(p.name or "")
-        if value is None or value == p.default or value == () or p.expose_value is False:
+        if value in (None, False, ()) or value == p.default or p.expose_value is False:
             continue
         if isinstance(p, click.Argument):
             args.append(str(value))
@@ -236,18 +236,26 @@ def _workdir(file: str) -> str | None:
 
 def counterfactual_text(res: Any) -> str:
     from gguftpl.safeio import printable
+
+    head = f"{printable(res.path)}: the same weights before and after the repair (llama.cpp, real weights)"
+    return "\n".join([head, *_table_lines(res.rows, res.to_dict()["repair"], res.input_unchanged)])
+
+
+def _table_lines(rows: Any, repair: dict[str, Any], unchanged: Any) -> list[str]:
+    """The repair, the table, the input's state and the verdict: the live run's and its replay's alike."""
+    from gguftpl.safeio import printable
     from gguftpl.verify.cftable import table_text
 
-    how = res.repair.how or "from the template files given"
-    lines = [
-        f"{printable(res.path)}: the same weights before and after the repair (llama.cpp, real weights)",
-        f"repair: {printable(how)}; sets {', '.join(res.repair.changed)} in a temporary copy "
-        f"({res.repair.copy_method}; tensor data {res.repair.proof_method}), removed after",
-        table_text(res.rows, output_width()),
-        f"input: {'unchanged' if res.input_unchanged else 'CHANGED during the run'} (its stat before and after)",
-        verdict_line(res.rows),
+    how = printable(str(repair.get("how") or "from the template files given"))
+    changed = ", ".join(str(x) for x in repair.get("changed") or [])
+    state = "unchanged" if unchanged else "CHANGED during the run"
+    return [
+        f"repair: {how}; sets {changed} in a temporary copy ({repair.get('copy_method')}; tensor data "
+        f"{repair.get('proof_method')}), removed after",
+        table_text(rows, output_width()),
+        f"input: {state} (its stat before and after)",
+        verdict_line(rows),
     ]
-    return "\n".join(lines)
 
 
 def verdict_line(rows: Any) -> str:
@@ -287,9 +295,8 @@ def run_replay(folder: str, fmt: str, stages_text: Callable[[Any], str]) -> NoRe
         rows = compare(
             rep.results[BEFORE], rep.results["after"], schemas_of(rec.tools), calls, logs if with_log else None
         )
-        from gguftpl.verify.cftable import table_text
-
-        lines += [table_text(rows, output_width()), verdict_line(rows)]
+        repair = rec.repair or {}
+        lines += _table_lines(rows, repair, repair.get("input_unchanged"))
         ok = rep.results["after"].ok
     else:
         (result,) = rep.results.values()

@@ -21,7 +21,15 @@ from gguftpl.cli.tool_options import (
     tool_source_options,
     wants_tools,
 )
-from gguftpl.cli.verify_evidence import check_options, evidence_options, pop_evidence_options
+from gguftpl.cli.verify_evidence import (
+    check_options,
+    evidence_options,
+    pop_evidence_options,
+    record_live,
+    recording_live,
+    run_counterfactual,
+    run_replay,
+)
 
 DEFAULT_MAX_TOKENS = 192
 """Mirrors gguftpl.verify.live.DEFAULT_MAX_TOKENS (not imported: --help stays light)."""
@@ -115,8 +123,6 @@ def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = Fa
     ev = pop_evidence_options(kwargs)
     check_options(ev, live_opts["live"], file)
     if ev["replay"] is not None:
-        from gguftpl.cli.verify_evidence import run_replay
-
         run_replay(ev["replay"], fmt, _text)
     assert file is not None
     source_opts = pop_tool_source_options(kwargs)
@@ -143,12 +149,8 @@ def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = Fa
         with StderrProgress("verify") as progress:
             live = _live_run(live_opts, sources, progress.status) if live_opts["live"] else None
             if ev["counterfactual"]:
-                from gguftpl.cli.verify_evidence import run_counterfactual
-
                 run_counterfactual(file, live, tools, ev, fmt)
             if ev["record"]:
-                from gguftpl.cli.verify_evidence import recording_live
-
                 live, calls, mark = recording_live(live, ev)
             result = verify_file(
                 file,
@@ -161,12 +163,15 @@ def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = Fa
                 live=live,
             )
             if ev["record"]:
-                from gguftpl.cli.verify_evidence import record_live
-
                 ev["record"] = record_live(file, live, calls, mark, result, dict(ev, _tools=tools))
     finally:
         if sources is not None:
             sources.close()
+    _report(file, result, fmt, with_data, ev["record"])
+
+
+def _report(file: str, result: Any, fmt: str, with_data: bool, record: str | None) -> None:
+    """The report of one verification, with the file's runtime view and repair; exits 0 all passed, else 1."""
     from gguftpl.cli.modelarg import store_model
 
     store = store_model(file)
@@ -184,11 +189,11 @@ def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = Fa
             data["runtimes"] = view.to_list()
         if repair is not None:
             data["repair"] = repair.to_dict()
-        if ev["record"]:
-            data["record"] = ev["record"]
+        if record:
+            data["record"] = record
         echo_json(data)
     else:
-        recorded = f"\nrecorded: {ev['record']}" if ev["record"] else ""
+        recorded = f"\nrecorded: {record}" if record else ""
         echo(_text(result, view, repair, own) + recorded, color=None)
     raise SystemExit(0 if result.ok else 1)
 

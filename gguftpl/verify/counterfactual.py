@@ -291,9 +291,10 @@ def schemas_of(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tool name -> its parameters' JSON Schema."""
     out = {}
     for e in entries:
-        fn = e.get("function") if isinstance(e.get("function"), dict) else {}
-        if isinstance(fn.get("name"), str):
-            out[fn["name"]] = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+        fn = e.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            out[fn["name"]] = params if isinstance(params, dict) else {}
     return out
 
 
@@ -393,9 +394,9 @@ def _unparsed_args(data: Mapping[str, Any], schemas: Mapping[str, Any]) -> Cell:
     call found again by :func:`gguftpl.verify.live.judge` in the recorded answer)."""
     from gguftpl.verify.live import Generation, judge
 
-    gen = data.get("generation") or {}
-    message = gen.get("message") if isinstance(gen.get("message"), dict) else {}
-    found = judge(Generation(dict(message), None, None, 0.0), list(schemas)).found
+    gen = data.get("generation")
+    message = gen.get("message") if isinstance(gen, dict) else None
+    found = judge(Generation(dict(message) if isinstance(message, dict) else {}, None, None, 0.0), list(schemas)).found
     if found is None:
         return Cell("skip", "no call written")
     return _valid_cell(schemas, found.name, found.arguments, "the unparsed call's arguments: ")

@@ -274,13 +274,13 @@ def read_record(folder: str) -> Record:
     kind = head.get("kind")
     if kind not in KINDS or head.get("sides") != list(KINDS[kind]):
         raise RecordError(f"record {folder}: record.json names kind {kind!r} with sides {head.get('sides')!r}")
-    models = head.get("models") if isinstance(head.get("models"), dict) else {}
+    models = _dict(head.get("models"))
     sides = {}
     for name in KINDS[kind]:
         result = result_from_dict(load(f"{name}/result.json", dict), f"{name}/result.json")
         exchanges = load(f"{name}/exchanges.json", list)[:EXCHANGE_LIMIT]
         calls = load(f"{name}/tool_calls.json", list)
-        model = models.get(name) if isinstance(models.get(name), dict) else {}
+        model = _dict(models.get(name))
         sides[name] = Side(result, exchanges, calls, _server_log(folder, name), model)
     tools = head.get("tools") if isinstance(head.get("tools"), list) else []
     return Record(
@@ -327,7 +327,7 @@ def result_from_dict(d: Mapping[str, Any], where: str = "result") -> VerifyResul
         summary = {k: v for k, v in st.items() if k not in ("name", "status", "evidence", "data")}
         stages.append(Stage(name, status, evidence, data, summary))
     template = d.get("template")
-    timings = d.get("timings") if isinstance(d.get("timings"), dict) else {}
+    timings = _dict(d.get("timings"))
     return VerifyResult(
         d["path"],
         stages,

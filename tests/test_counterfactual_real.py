@@ -175,6 +175,14 @@ def test_hostile_or_truncated_record_is_one_line_exit_2(cfact: dict[str, Any], t
     assert res.stderr.startswith("gguftpl: ") and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
+def test_a_repair_that_changes_nothing_is_refused_before_any_run(corpus_file: Any) -> None:
+    res = CliRunner(env={"HF_HUB_OFFLINE": "1"}).invoke(
+        main_group, ["verify", str(corpus_file(QWEN)), *LIVE, "--counterfactual", "--from-catalog"]
+    )
+    assert res.exit_code == 2 and "nothing to compare" in res.stderr, res.output
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
 def test_the_temporary_copy_is_removed_on_an_error(broken: Path) -> None:
     from gguftpl.upstream.resolve import UpstreamSource
     from gguftpl.verify.counterfactual import RepairSpec, repaired_copy
@@ -186,16 +194,17 @@ def test_the_temporary_copy_is_removed_on_an_error(broken: Path) -> None:
     assert not os.path.exists(os.path.dirname(copy.path))
 
 
-def test_ctrl_c_during_the_after_run_removes_the_copy(broken: Path) -> None:
+def test_ctrl_c_while_the_copy_is_in_use_removes_it(broken: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "gguftpl", "verify", str(broken), *LIVE, "--counterfactual", "--from-catalog"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     copy = None
-    while proc.poll() is None and copy is None:  # the repaired copy exists: the after run is under way
+    while proc.poll() is None and copy is None:  # the repaired copy exists: the runs are under way
         found = [p for p in broken.parent.glob(f"{WORKDIR_PREFIX}*/{broken.name}")]
         copy = found[0] if found else None
         time.sleep(0.05)
     assert copy is not None, "the counterfactual ended before its repaired copy appeared"
+    time.sleep(2)  # into the model's loading or answering
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate()
     assert proc.returncode == 130, stderr

@@ -225,8 +225,9 @@ def run_counterfactual(
             on_side(side, result, file)
         return result
 
-    before = run(BEFORE, path)
+    # the copy first: a repair that changes nothing (or that the gate refuses) is said before minutes of work
     with repaired_copy(path, spec, workdir) as copy:
+        before = run(BEFORE, path)
         after = run(AFTER, copy.path)
     after = replace(after, path=f"{path} (repaired: {', '.join(copy.changed)})")
     schemas = schemas_of(tool_entries(tools))

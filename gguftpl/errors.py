@@ -55,3 +55,8 @@ class StoreError(GGUFTplError):
     """A model reference (``ollama://``, ``lmstudio://``, ``hf-cache://``) cannot be resolved in its store: the
     store or the model is not there, or the store is hostile (a manifest naming a blob outside it, a digest that
     does not match its blob, a symlink loop, a manifest past its size cap, a sparse blob)."""
+
+
+class RecordError(GGUFTplError):
+    """A ``verify --record`` folder that cannot be written (not empty, not a folder), or a ``--replay`` folder that
+    is not a whole, well-formed record (a file missing, truncated, too large, or of another shape)."""

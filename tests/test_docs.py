@@ -71,3 +71,17 @@ def test_readme_names_every_canary_string():
     assert len(shown) >= 8
     missing = [v for v in shown if f"`{v}`" not in text]
     assert not missing, missing
+
+
+def test_readme_counterfactual_example_is_the_committed_record_replayed():
+    """The README's counterfactual table is the replay of the record committed under docs/records, and the
+    record's verdicts are what the judge says of its recorded answers (no model needed)."""
+    record = ROOT / "docs" / "records" / "qwen2.5-coder-0.5b-chatml-counterfactual"
+    res = CliRunner().invoke(main_group, ["verify", "--replay", str(record), "--width", "100"])
+    assert res.exit_code == 1, res.output  # the after run's live stage fails: the model's call is not parsed
+    lines = res.stdout.splitlines()
+    assert lines[-2].startswith("replay: every verdict is the recorded one")
+    table = lines[next(i for i, x in enumerate(lines) if x.startswith("stage ")) : -2]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Prove a repair: the counterfactual") :]
+    assert "\n".join("    " + x for x in table) in section

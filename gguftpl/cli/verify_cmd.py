@@ -21,6 +21,15 @@ from gguftpl.cli.tool_options import (
     tool_source_options,
     wants_tools,
 )
+from gguftpl.cli.verify_evidence import (
+    check_options,
+    evidence_options,
+    pop_evidence_options,
+    record_live,
+    recording_live,
+    run_counterfactual,
+    run_replay,
+)
 
 DEFAULT_MAX_TOKENS = 192
 """Mirrors gguftpl.verify.live.DEFAULT_MAX_TOKENS (not imported: --help stays light)."""
@@ -30,7 +39,7 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
 
 @click.command("verify")
-@click.argument("file", type=LOCAL_MODEL)
+@click.argument("file", type=LOCAL_MODEL, required=False)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
@@ -87,13 +96,14 @@ _COLOR = {"pass": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 )
 @tool_source_options
 @tool_check_options
+@evidence_options
 @click.option(
     "--with-data",
     is_flag=True,
     help="JSON: add each stage's data (per-tool token costs, missing schema items, prompts, parsed calls).",
 )
 @width_option
-def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
+def command(file: str | None, fmt: str, load_weights: bool, with_data: bool = False, **kwargs: Any) -> None:
     """Verify tool calling through llama.cpp itself: which template it picks, whether a canary tool's schema
     reaches the prompt, whether a call written in the template's own dialect is parsed back, whether the tool
     result renders in the next turn, and whether llama.cpp and transformers render the same prompt.
@@ -107,6 +117,10 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
     (no_call: were the tools in the prompt?) or it claimed a result no tool returned (invented_result). Only
     parsed_call passes. --probe adds more conversations (parallel, no-tools, tool-error), each a stage.
 
+    --counterfactual (with --live and --from-hub, --from-catalog or --template) proves a repair: the same
+    weights, seed and settings on the file and on its repaired copy (made as `patch` makes it, removed after),
+    one table stage by stage. --record DIR keeps the evidence as files; --replay DIR judges it again.
+
     Exit status: 0 all stages passed, 1 a stage failed, 2 error.
     """
     from gguftpl.engines.llamacpp_session import require_xllamacpp
@@ -116,6 +130,11 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
 
     live_keys = ("live", "ask", "max_tokens", "live_timeout", "threads", "no_required_retry", "probe")
     live_opts = {k: kwargs.pop(k) for k in live_keys}
+    ev = pop_evidence_options(kwargs)
+    check_options(ev, live_opts["live"], file)
+    if ev["replay"] is not None:
+        run_replay(ev["replay"], fmt, _text)
+    assert file is not None
     source_opts = pop_tool_source_options(kwargs)
     check_opts = pop_tool_check_options(kwargs)
     if not wants_tools(source_opts) and (check_opts.get("call") or check_opts.get("call_args")):
@@ -139,6 +158,11 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
         # the live stage's steps (loading, the model answering, a retry) as a status line on a terminal's
         # stderr; nothing in a pipe: what happened is in the report
         with StderrProgress("verify") as progress:
+            live = _live_run(live_opts, sources, progress.status) if live_opts["live"] else None
+            if ev["counterfactual"]:
+                run_counterfactual(file, live, tools, ev, fmt)
+            if ev["record"]:
+                live, calls, mark = recording_live(live, ev)
             result = verify_file(
                 file,
                 load_weights=load_weights,
@@ -147,11 +171,18 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
                 call=check_opts.get("call"),
                 arguments=args,
                 max_tool_share=check_opts.get("max_tool_share"),
-                live=_live_run(live_opts, sources, progress.status) if live_opts["live"] else None,
+                live=live,
             )
+            if ev["record"]:
+                ev["record"] = record_live(file, live, calls, mark, result, dict(ev, _tools=tools))
     finally:
         if sources is not None:
             sources.close()
+    _report(file, result, fmt, with_data, ev["record"])
+
+
+def _report(file: str, result: Any, fmt: str, with_data: bool, record: str | None) -> None:
+    """The report of one verification, with the file's runtime view and repair; exits 0 all passed, else 1."""
     from gguftpl.cli.modelarg import store_model
 
     store = store_model(file)
@@ -169,9 +200,12 @@ def command(file: str, fmt: str, load_weights: bool, with_data: bool = False, **
             data["runtimes"] = view.to_list()
         if repair is not None:
             data["repair"] = repair.to_dict()
+        if record:
+            data["record"] = record
         echo_json(data)
     else:
-        echo(_text(result, view, repair, own), color=None)
+        recorded = f"\nrecorded: {record}" if record else ""
+        echo(_text(result, view, repair, own) + recorded, color=None)
     raise SystemExit(0 if result.ok else 1)
 
 

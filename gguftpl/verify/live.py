@@ -446,7 +446,10 @@ def rejudge(data: dict[str, Any]) -> dict[str, Any]:
     ``tool_choice=required`` retry's, and the final answer's (what it names, what it claims)."""
     names = [str(n) for n in data.get("tools") or []]
     given = data.get("given") or given_texts(str(data.get("ask") or ""), data.get("tool_entries"))
-    out: dict[str, Any] = {"outcome": judge(Generation.from_dict(data["generation"]), names, given=given).outcome}
+    first = judge(Generation.from_dict(data["generation"]), names, given=given)
+    out: dict[str, Any] = {"outcome": first.outcome}
+    if first.found is not None:
+        out["call_shape"] = first.found.shape
     retry = data.get("tool_choice_required") or {}
     if "generation" in retry:
         out["tool_choice_required"] = judge(Generation.from_dict(retry["generation"]), names, given=given).outcome

@@ -75,6 +75,9 @@ class LiveRun:
     dispatch: Callable[[str, dict[str, Any]], Any] | None = None
     """Runs the model's parsed call by tool name (an MCP ``tools/call``); None: not dispatched."""
     progress: Callable[[str], None] | None = None
+    exchanges: list[dict[str, Any]] | None = None
+    """A list to append every request the live stage sends the model to, with the prompt llama.cpp rendered for
+    it and the answer (``--record``: :func:`gguftpl.verify.record.tap`); None: nothing kept."""
 
 
 def verify_file(
@@ -175,11 +178,16 @@ def _verify_with_tools(s: LlamaCppSession, path: str, run: ToolRun | None, live:
         from gguftpl.verify.tools import openai_tools
 
         tools = openai_tools(run.tools) if run is not None else None
-        result.stages.append(live_stage(s, tools, options=live.options, dispatch=live.dispatch, progress=live.progress))
-        if live.options.probes:
-            from gguftpl.verify.liveprobes import probe_stages
+        from gguftpl.verify.record import tap
 
-            result.stages.extend(probe_stages(s, live.options, live.progress))
+        with tap(s, live.exchanges):  # every request of the live stage and its probes, for --record
+            result.stages.append(
+                live_stage(s, tools, options=live.options, dispatch=live.dispatch, progress=live.progress)
+            )
+            if live.options.probes:
+                from gguftpl.verify.liveprobes import probe_stages
+
+                result.stages.extend(probe_stages(s, live.options, live.progress))
     return result
 
 

@@ -56,6 +56,8 @@ class AnalysisCache:
         self._facts = store if store is not None else FactsStore()
         self._sets: set[str] = set()
         self._last: tuple[str, _Loaded] | None = None
+        self._file_memo: dict[str, tuple[str | None, str, int | None]] = {}
+        """``_file_facts`` gathered by this process, under the file's raw metadata (a few strings each)."""
         self.hits = 0
         """Files whose template set was analysed before (either level)."""
         self.misses = 0
@@ -124,17 +126,23 @@ class AnalysisCache:
         """The facts of a file that depend on its metadata alone: the upstream discovery (metadata, templates,
         then the tokenizer's fingerprint, which decodes the whole vocabulary) and the first invalid UTF-8 byte
         of the vocabulary (a walk over every token): 0.1-0.4 s each for a 262k-token file. Kept on disk
-        beside the template facts, under the file's raw metadata and the catalog it was matched against."""
-        if self._facts.folder is None or header_key is None:
+        beside the template facts, under the file's raw metadata and the catalog it was matched against; and in
+        memory, so the quants of one conversion (their metadata equal but for the per-quant keys) and the audits
+        of one file before and after a patch walk each vocabulary once, not once per audit."""
+        if header_key is None:
             return (*_find_upstream(tset), tset.invalid_token_utf8())
         key = _file_key(header_key)
-        found = self._facts.read_file_facts(key)
+        found = self._file_memo.get(key)
+        if found is None and self._facts.folder is not None:
+            found = self._facts.read_file_facts(key)
         if found is not None:
             return found
         repo, how = _find_upstream(tset)
         invalid = tset.invalid_token_utf8()
         if not how.startswith("discovery failed"):  # a failure is not a fact about the file
-            self._facts.write_file_facts(key, (repo, how, invalid))
+            self._file_memo[key] = (repo, how, invalid)
+            if self._facts.folder is not None:
+                self._facts.write_file_facts(key, (repo, how, invalid))
         return repo, how, invalid
 
     def _prestart(self, tset: Any, names: tuple[str, ...], others: tuple[tuple[str, str], ...] = ()) -> None:

@@ -240,6 +240,20 @@ class _Planner:
         # each plan appends its own warnings (a kept template): a copy per file
         return replace(up, config=replace(up.config, warnings=list(up.config.warnings)))
 
+    def upstreams(self) -> dict[str, Any]:
+        """repo id -> the templates read for it (``UpstreamConfig``), for the folder checks to compare with
+        rather than read the Hub again; a repo resolved to two different sets of templates is left out."""
+        out: dict[str, Any] = {}
+        clash: set[str] = set()
+        for up in self.resolved.values():
+            cfg = up.config
+            if not cfg.repo_id:
+                continue
+            seen = out.setdefault(cfg.repo_id, cfg)
+            if seen is not cfg and (seen.templates, seen.commit_sha) != (cfg.templates, cfg.commit_sha):
+                clash.add(cfg.repo_id)
+        return {k: v for k, v in out.items() if k not in clash}
+
     def plan(self, path: str) -> tuple[PatchPlan, Any]:
         from gguftpl.patching import plan_tools_in_default, plan_upstream_patch
         from gguftpl.patchplan import plan_from_files
@@ -332,7 +346,7 @@ def patch_folder(
     result.files = _run(units, planner, opts, jobs, on_file, cache)
     result.how_found, result.warnings = planner.how_found, planner.warnings
     if checks:
-        result.checks = _folder_checks(outs, jobs, cache)
+        result.checks = _folder_checks(outs, jobs, cache, planner.upstreams())
     return result
 
 
@@ -543,12 +557,13 @@ def _failed(unit: _Unit, exc: BaseException) -> list[FolderFile]:
     ]
 
 
-def _folder_checks(outs: Sequence[str], jobs: int, cache: Any) -> list[Finding]:
-    """GT55x on each output folder, as ``audit --repo-check`` reports them."""
+def _folder_checks(outs: Sequence[str], jobs: int, cache: Any, known: Mapping[str, Any]) -> list[Finding]:
+    """GT55x on each output folder, as ``audit --repo-check`` reports them; compared with the upstream this
+    patch resolved (``known``: read once, here as in the plans), any other one the files name read as there."""
     from gguftpl.repo.audit import audit_local_dir
 
     found: list[Finding] = []
     for folder in outs:
-        ra = audit_local_dir(folder, jobs=jobs, cache=cache)
+        ra = audit_local_dir(folder, jobs=jobs, cache=cache, known_upstreams=known)
         found += [f for f in ra.findings if f.code.startswith("GT55")]
     return found

@@ -87,3 +87,29 @@ def test_no_vocabulary_no_fingerprint(make_gguf: Any) -> None:
     assert fp is not None and fp.vocab.count > 0  # the tiny byte-level vocabulary has one
     entry, how = match_catalog(ts, load_catalog())
     assert entry is None and "tokenizer" not in how  # too small for any family: not fingerprinted, not mentioned
+
+
+def test_a_vocabulary_is_fingerprinted_once_and_another_is_not_taken_for_it(tmp_path: Any) -> None:
+    """The fingerprint is kept by the stored bytes of the vocabulary: a file before and after a patch (other
+    templates, the same vocabulary) is answered from the first computation, and a vocabulary one token apart
+    is computed afresh, as it would be without the memo."""
+    from gguftpl.upstream import fingerprint as fpmod
+    from tests.conftest import build_gguf
+
+    before = build_gguf(tmp_path / "before.gguf", templates={"default": CHATML})
+    after = build_gguf(tmp_path / "after.gguf", templates={"default": CHATML, "tool_use": CHATML + "{{ tools }}"})
+    other = build_gguf(
+        tmp_path / "other.gguf", templates={"default": CHATML}, specials=("<|im_start|>", "<|im_end|>", "<x>")
+    )
+
+    def fp_of(path: Any) -> Any:
+        return fingerprint(load_templateset(read_header(path)))
+
+    first = fp_of(before)
+    assert first is not None and fpmod._stored_key(read_header(before)) in fpmod._MEMO
+    fpmod._MEMO[fpmod._stored_key(read_header(after))] = None  # a planted answer shows the memo is read
+    assert fp_of(after) is None
+    del fpmod._MEMO[fpmod._stored_key(read_header(after))]
+    assert fp_of(after) == first  # the same stored vocabulary, whatever the templates
+    h = read_header(other)
+    assert fp_of(other) != first and fp_of(other) == fpmod._fingerprint(load_templateset(h), h)

@@ -156,6 +156,26 @@ def test_the_hub_upstream_is_fetched_once_for_the_folder(hub: HubServer, tmp_pat
     assert fetched == ["HEAD", "GET"] and len(hub.log) == 4, [(r.method, r.path) for r in hub.log]
 
 
+def test_the_folder_checks_compare_with_the_upstream_the_patch_read(hub: HubServer, tmp_path: Path) -> None:
+    """Facts gathered once: the folder checks (GT55x) compare the result with the upstream the patch resolved,
+    not a second read of the Hub: --from-hub asks the Hub nothing twice, --from-catalog never asks it (the local
+    Hub serves the repo, so a check that read it again would show in the log)."""
+    e = load_catalog().get(UPSTREAM)
+    assert e is not None
+    hub.add_repo(UPSTREAM, {"tokenizer_config.json": tokenizer_config({n: e.text(n) for n in e.templates})})
+    folder = tmp_path / "in"
+    make_quant_folder(folder, quants=("Q4_K_M", "Q8_0"))
+    hub.clear_log()
+    from_hub = patch_folder(folder, tmp_path / "out-hub", repo=UPSTREAM)
+    assert from_hub.count(PATCHED) == 3 and not [f.code for f in from_hub.checks], from_hub.checks
+    asked = [(r.method, r.path) for r in hub.log]  # tokenizer_config.json may come from the HF cache by now
+    assert len(asked) == len(set(asked)) and sum("/revision/" in p for _, p in asked) == 1, asked
+    hub.clear_log()
+    from_catalog = patch_folder(folder, tmp_path / "out-catalog", catalog=UPSTREAM)
+    assert from_catalog.count(PATCHED) == 3 and not [f.code for f in from_catalog.checks], from_catalog.checks
+    assert hub.log == [], [(r.method, r.path) for r in hub.log]
+
+
 def test_a_folder_without_ggufs_and_bad_combinations_are_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     res = gguftpl("patch", str(tmp_path / "empty"), "--from-catalog", UPSTREAM, "--in-place")

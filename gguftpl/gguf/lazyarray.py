@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -9,6 +10,10 @@ from typing import Any
 
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.format import FMT, SIZE, ValueType
+
+_MEMO_SIZE = 8
+_INVALID_UTF8: dict[tuple[bytes, int, int, str], int | None] = {}
+"""``first_invalid_utf8`` by (sha256 of the stored bytes, offset, count, byte order): the last few vocabularies."""
 
 
 @dataclass
@@ -70,6 +75,18 @@ class LazyArray:
         if self.elem_type != ValueType.STRING:
             return None
         raw = self.raw()
+        # a pure function of the stored bytes and where they start: the quants of one conversion, and one file
+        # before and after a patch (the vocabulary untouched), are walked once per process, not once per audit
+        key = (hashlib.sha256(raw).digest(), self.offset, self.count, self.byteorder)
+        if key in _INVALID_UTF8:
+            return _INVALID_UTF8[key]
+        found = self._first_invalid_utf8(raw)
+        _INVALID_UTF8[key] = found
+        while len(_INVALID_UTF8) > _MEMO_SIZE:
+            del _INVALID_UTF8[next(iter(_INVALID_UTF8))]
+        return found
+
+    def _first_invalid_utf8(self, raw: bytes) -> int | None:
         if not self._marks:  # not from the reader's skip pass: no checkpoints to work by
             try:
                 _decode_strings(raw, self.count, self.byteorder, self.offset)

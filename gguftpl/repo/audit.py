@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,6 +69,8 @@ class _Settings:
     cache_dir: str | os.PathLike[str] | None
     jobs: int
     progress: Progress | None
+    known: Any = None
+    """repo id -> ``UpstreamConfig`` already read (``upstream_facts(known=)``)."""
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -225,13 +227,16 @@ def audit_local_dir(
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
     cache: Any = None,
+    known_upstreams: Mapping[str, Any] | None = None,
 ) -> RepoAudit:
     """The same checks on a local folder of GGUFs (a converter's output before upload), recursively.
-    ``cache``: an ``AnalysisCache`` to share (a folder patch's, which has just analysed these templates)."""
+    ``cache``: an ``AnalysisCache`` to share (a folder patch's, which has just analysed these templates);
+    ``known_upstreams``: repo id -> ``UpstreamConfig`` the caller has read already (the folder patch's
+    upstream), not read again."""
     from gguftpl.gguf.reader import read_header
 
     folder = os.fspath(path)
-    s = _settings(jobs, options, upstream, endpoint, token, cache_dir, progress)
+    s = replace(_settings(jobs, options, upstream, endpoint, token, cache_dir, progress), known=known_upstreams)
     if not os.path.isdir(folder):
         raise UsageError(f"not a directory: {folder}")
     start = time.perf_counter()
@@ -364,7 +369,9 @@ def _finish(target: str, kind: str, entries: list[QuantEntry], s: _Settings, sta
     from gguftpl.audit import AuditRun, FileAudit
 
     groups = RepoFacts(target, tuple(entries)).groups()
-    upstream = upstream_facts(groups, s.upstream, endpoint=s.endpoint, token=s.token, cache_dir=s.cache_dir)
+    upstream = upstream_facts(
+        groups, s.upstream, endpoint=s.endpoint, token=s.token, cache_dir=s.cache_dir, known=s.known
+    )
     cross = check_repo(RepoFacts(target, tuple(entries), upstream or {}), s.options.keep)
     per_file: dict[str, list[Finding]] = {}
     for f in cross:

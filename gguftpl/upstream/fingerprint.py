@@ -94,12 +94,52 @@ def _hash_vocab(tokens: list[str], skip: Sequence[int]) -> Part:
     return Part(len(learned), hashlib.sha256(data).hexdigest())
 
 
+_MEMO_SIZE = 8
+_MEMO: dict[bytes, Fingerprint | None] = {}
+"""Fingerprints by the stored bytes they are computed from (``_stored_key``): the last few vocabularies."""
+
+
 def fingerprint(tset: Any) -> Fingerprint | None:
     """The fingerprint of a :class:`~gguftpl.gguf.templateset.TemplateSet`'s tokenizer; None without a
-    vocabulary (or with one that cannot be read)."""
+    vocabulary (or with one that cannot be read). A pure function of the stored vocabulary arrays and the
+    model/pre keys: computed once per process for the quants of one conversion and for one file before and
+    after a patch (which never touches the vocabulary), keyed by a hash of those stored bytes."""
     header = getattr(tset, "_header", None)
     if header is None or not getattr(tset, "has_vocab", False):
         return None
+    key = _stored_key(header)
+    if key is not None and key in _MEMO:
+        return _MEMO[key]
+    found = _fingerprint(tset, header)
+    if key is not None:
+        _MEMO[key] = found
+        while len(_MEMO) > _MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]
+    return found
+
+
+def _stored_key(header: Any) -> bytes | None:
+    """sha256 over the stored bytes of the tokens, token types and merges and the model/pre values; None
+    when the tokens are not a stored (lazy) array, whose fingerprint is cheap anyway."""
+    h = hashlib.sha256(f"byteorder={getattr(header, 'byteorder', '')}\n".encode())
+    for name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"):
+        value = getattr(header.kv.get(name), "value", None)
+        if hasattr(value, "raw"):
+            try:
+                raw = value.raw()
+            except (GGUFTplError, OSError):
+                return None
+            h.update(f"{name}:{value.elem_type}:{len(value)}:".encode() + hashlib.sha256(raw).digest())
+        elif name == "tokenizer.ggml.tokens":
+            return None
+        else:
+            h.update(f"{name}={value!r}".encode("utf-8", "surrogatepass"))
+    for name in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+        h.update(f"{name}={header.get(name)!r}\n".encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+def _fingerprint(tset: Any, header: Any) -> Fingerprint | None:
     try:
         tokens = tset.tokens()
         types = _token_types(header)

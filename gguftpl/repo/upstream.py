@@ -52,7 +52,10 @@ def upstream_facts(
             repo = majority(candidates) if candidates else None
             how = _FOUND
         ready = (known or {}).get(repo) if repo is not None else None
-        out[gname] = _facts(repo, how, ready) if ready is not None else _read(repo, how, endpoint, token, cache_dir)
+        if repo is not None and ready is not None:
+            out[gname] = _facts(repo, how, ready)
+        else:
+            out[gname] = _read(repo, how, endpoint, token, cache_dir)
     return out
 
 

@@ -123,7 +123,7 @@ def _stored_key(header: Any) -> bytes | None:
     when the tokens are not a stored (lazy) array, whose fingerprint is cheap anyway."""
     h = hashlib.sha256(f"byteorder={getattr(header, 'byteorder', '')}\n".encode())
     for name in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"):
-        value = getattr(header.kv.get(name), "value", None)
+        value: Any = getattr(header.kv.get(name), "value", None)
         if hasattr(value, "raw"):
             try:
                 raw = value.raw()

@@ -62,6 +62,8 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -247,6 +249,16 @@ class HubServer:
             self._in_flight -= 1
             self._idle.notify_all()
 
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """A request held on purpose (a slow repo, an endless page) is not one being answered: ``log`` does not
+        wait for it (it waited its full 5 s on every read while a slow repo was asked)."""
+        self._leave()
+        try:
+            yield
+        finally:
+            self._enter()
+
     def _record(self, req: Request) -> None:
         with self._lock:
             self._log.append(req)
@@ -313,7 +325,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = parts.query
         slow = re.match(r"^/(?:api/models/)?([^/]+/[^/]+)/", path)
         if slow and slow.group(1) in self.hub.slow_repos:
-            self.hub._stopped.wait(self.hub.slow_repos[slow.group(1)])
+            with self.hub._held():
+                self.hub._stopped.wait(self.hub.slow_repos[slow.group(1)])
         if path == "/api/models":
             self._api_models(parse_qs(query), head)
             return
@@ -403,14 +416,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             sent = 0
-            try:
-                self.wfile.write(b"1\r\n[\r\n")
-                while not hub._stopped.wait(0.02):
-                    self.wfile.write(b"1\r\n \r\n")
-                    self.wfile.flush()
-                    sent += 1
-            except OSError:
-                pass
+            with hub._held():
+                try:
+                    self.wfile.write(b"1\r\n[\r\n")
+                    while not hub._stopped.wait(0.02):
+                        self.wfile.write(b"1\r\n \r\n")
+                        self.wfile.flush()
+                        sent += 1
+                except OSError:
+                    pass
             self.close_connection = True
             hub._record(Request(self.command, self.path, None, 200, sent))
             return

@@ -166,7 +166,15 @@ def _shrank(got: int) -> GGUFFormatError:
 
 def _pread_exactly(fd: int, name: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of the open file ``fd``; a short read (the file shrank or was replaced) is an error."""
-    out = bytearray()
+    try:
+        first = os.pread(fd, end - start, start)  # nearly always all of it: returned as read, not copied
+    except OSError as exc:
+        raise GGUFFormatError(f"cannot read {name}: {exc.strerror or exc}", start) from None
+    if len(first) == end - start:
+        return first
+    if not first:
+        raise _shrank(start)
+    out = bytearray(first)
     while len(out) < end - start:
         try:
             chunk = os.pread(fd, end - start - len(out), start + len(out))

@@ -104,9 +104,9 @@ class AnalysisCache:
             return self._last[1], True
         self._last = None  # the previous file's vocabulary goes before this one's is decoded
         tset = load_templateset(header)
-        repo, how, invalid_utf8 = self._file_facts(tset, header_key)
         names = self._llamacpp_names(engine)
-        self._prestart(tset, names, others)
+        self._prestart(tset, names, others)  # the workers start while this process fingerprints the vocabulary
+        repo, how, invalid_utf8 = self._file_facts(tset, header_key)
         facts = gather_set(tset, llamacpp_names=names, memo=self._facts, engines=others)
         vocab = vocab_facts(tset, facts.templates, invalid_utf8=invalid_utf8)
         set_key = _set_key(tset, header, engine)
@@ -146,8 +146,9 @@ class AnalysisCache:
         return repo, how, invalid
 
     def _prestart(self, tset: Any, names: tuple[str, ...], others: tuple[tuple[str, str], ...] = ()) -> None:
-        """Start the render and llama.cpp workers at once when some template of ``tset`` has no facts yet, so
-        the llama.cpp worker starts while the render worker probes (a warm run starts neither)."""
+        """Start every worker the facts need (the render and llama.cpp workers, those of the ``others`` engines) at
+        once when some template of ``tset`` has no facts yet, before the file's own facts (the fingerprint) are
+        gathered: each starts while this process works (a warm run starts none)."""
         from gguftpl.gguf.templateset import special_token_text, template_special_tokens
         from gguftpl.templates.factstore import facts_key
 
@@ -168,6 +169,13 @@ class AnalysisCache:
             from gguftpl.engines.llamacpp import parse_check_prestart
 
             parse_check_prestart()
+        if others:
+            from gguftpl.engines import registry
+
+            for eid, _version in others:
+                prestart = getattr(registry.get(eid), "prestart", None)
+                if callable(prestart):
+                    prestart()
 
     def _llamacpp_names(self, engine: str) -> tuple[str, ...]:
         """The templates llama.cpp is asked to load: those it reads, when xllamacpp is installed.

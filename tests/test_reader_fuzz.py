@@ -225,3 +225,54 @@ def test_the_quick_utf8_check_finds_what_a_full_decode_finds(items: list[bytes],
     except GGUFFormatError as exc:
         expected = exc.offset
     assert array.first_invalid_utf8() == expected
+
+
+# blocks of the reader's real size (4,096 strings): short ones (under 256 bytes, the regex walk and the split),
+# long ones (the Python loop), empty strings and NULs (the split refuses them), invalid UTF-8 here and there
+_block_items = st.lists(
+    st.sampled_from([b"a", b"\xe2\x96\x81w", b"", b"x\x00y", b"\xff", b"z" * 255, b"q" * 256, "é".encode() * 70]),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(st.lists(_block_items, min_size=1, max_size=3), st.integers(0, 4095), st.sampled_from("<>"))
+def test_the_fast_skip_and_split_agree_with_the_python_loop(picks: list[list[bytes]], tail: int, order: str) -> None:
+    """The header's skip pass (a regex per block of short strings), ``element_bytes`` (a split per such block)
+    and ``joined_except`` (the fingerprint's bytes) against decoding every string one by one."""
+    from gguftpl.gguf.lazyarray import MARK_EVERY, LazyArray, _decode_strings
+    from gguftpl.gguf.reader import _BytesSource
+
+    items: list[bytes] = []
+    for block in picks:  # each block: its few odd strings, then plain ones to fill it
+        items += block + [b"t%d" % (i % 97) for i in range(MARK_EVERY - len(block))]
+    items += [b"u"] * tail
+    arr = b"".join(struct.pack(order + "Q", len(s)) + s for s in items)
+    kv = encode_string("tokenizer.ggml.tokens", order) + struct.pack(order + "I", ValueType.ARRAY)
+    kv += struct.pack(order + "IQ", ValueType.STRING, len(items)) + arr
+    data = b"GGUF" + struct.pack(order + "IQQ", 3, 0, 1) + kv
+    lazy = read_header(_BytesSource(data, "mem")).kv["tokenizer.ggml.tokens"].value
+    assert isinstance(lazy, LazyArray) and lazy.end == len(data)
+    starts = [lazy.offset + sum(8 + len(s) for s in items[:i]) for i in range(0, len(items), MARK_EVERY)]
+    assert list(lazy._marks) == starts
+    assert lazy._short[: len(picks)] == tuple(all(len(s) < 256 for s in b) for b in picks)
+    got = lazy.element_bytes()
+    assert got == (items if order == "<" else None)
+    try:
+        _decode_strings(arr, len(items), order, lazy.offset)
+        expected = None
+    except GGUFFormatError as exc:
+        expected = exc.offset
+    skip = [0, len(items) - 1] if len(items) > 1 else [0]
+    if expected is None:
+        count, joined = lazy.joined_except(skip)
+        kept = [s for i, s in enumerate(items) if i not in skip]
+        assert (count, joined) == (len(kept), b"\x00".join(kept))
+    else:
+        try:
+            lazy.joined_except(skip)
+            raise AssertionError("an invalid string was joined")
+        except GGUFFormatError as exc:
+            assert exc.offset == expected
+    assert lazy.first_invalid_utf8() == expected

@@ -150,6 +150,11 @@ class MinijinjaEngine:
             )
         return Availability(self.name, True, f"minijinja {version}", INSTALL_HINT, detail)
 
+    def prestart(self) -> None:
+        """Start the worker (one for every configuration) now without waiting, when the binding is installed."""
+        if binding_version() is not None:
+            get_worker().prestart()
+
     # ---------------------------------------------------------------------------------------------- Engine
 
     def load(self, template: str) -> EngineError | None:

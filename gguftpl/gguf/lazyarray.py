@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
+import itertools
+import operator
+import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.format import FMT, SIZE, ValueType
-
-_MEMO_SIZE = 8
-_INVALID_UTF8: dict[tuple[bytes, int, int, str], int | None] = {}
-"""``first_invalid_utf8`` by (sha256 of the stored bytes, offset, count, byte order): the last few vocabularies."""
 
 
 @dataclass
@@ -30,6 +29,12 @@ class LazyArray:
     _marks: tuple[int, ...] = field(default=(), repr=False, compare=False)
     """String arrays: the offset of every MARK_EVERY-th element, recorded by the skip pass, so one element is
     found without decoding the rest (a 262k-token vocabulary decodes in ~0.3 s; one token in microseconds)."""
+    _short: tuple[bool, ...] = field(default=(), repr=False, compare=False)
+    _invalid: list[int | None] = field(default_factory=list, repr=False, compare=False)
+    """``first_invalid_utf8``'s answer once known (the fingerprint and the UTF-8 rule both ask)."""
+    _elements: list[list[bytes] | None] = field(default_factory=list, repr=False, compare=False)
+    """``element_bytes``' answer once known."""
+    """String arrays from the skip pass: per block of MARK_EVERY, whether every string in it is under SHORT bytes."""
 
     def __len__(self) -> int:
         return self.count
@@ -74,19 +79,19 @@ class LazyArray:
         own bytes exactly as a decode of it alone would."""
         if self.elem_type != ValueType.STRING:
             return None
-        raw = self.raw()
-        # a pure function of the stored bytes and where they start: the quants of one conversion, and one file
-        # before and after a patch (the vocabulary untouched), are walked once per process, not once per audit
-        key = (hashlib.sha256(raw).digest(), self.offset, self.count, self.byteorder)
-        if key in _INVALID_UTF8:
-            return _INVALID_UTF8[key]
-        found = self._first_invalid_utf8(raw)
-        _INVALID_UTF8[key] = found
-        while len(_INVALID_UTF8) > _MEMO_SIZE:
-            del _INVALID_UTF8[next(iter(_INVALID_UTF8))]
-        return found
+        if not self._invalid:
+            self._invalid.append(self._first_invalid_utf8())
+        return self._invalid[0]
 
-    def _first_invalid_utf8(self, raw: bytes) -> int | None:
+    def _first_invalid_utf8(self) -> int | None:
+        elements = self.element_bytes()
+        if elements is not None:
+            try:  # NUL is ASCII, a boundary the codec cannot read across: each element is judged on its own bytes
+                b"\x00".join(elements).decode("utf-8")
+                return None
+            except UnicodeDecodeError:
+                pass  # where exactly: below
+        raw = self.raw()
         if not self._marks:  # not from the reader's skip pass: no checkpoints to work by
             try:
                 _decode_strings(raw, self.count, self.byteorder, self.offset)
@@ -111,6 +116,60 @@ class LazyArray:
             except UnicodeDecodeError as exc:
                 return self.offset + start + exc.start
         return None
+
+    def element_bytes(self) -> list[bytes] | None:
+        """Every element's bytes as stored, undecoded (a string array from the reader's skip pass, little-endian),
+        split at C speed where a block's strings are all under SHORT bytes with no NUL in them (every block of
+        most vocabularies: ~25 ms for 262k tokens, a fifth of decoding them); None for any other array."""
+        if not self._elements:
+            self._elements.append(self._element_bytes())
+        return self._elements[0]
+
+    def _element_bytes(self) -> list[bytes] | None:
+        if self.elem_type != ValueType.STRING or self.byteorder != "<":
+            return None
+        if not self._marks or len(self._marks) != -(-self.count // MARK_EVERY):
+            return None  # not checkpoints of the reader's skip pass: no block sizes to split by
+        raw = self.raw()
+        starts = [m - self.offset for m in self._marks]
+        out: list[bytes] = []
+        for b, (start, end) in enumerate(zip(starts, [*starts[1:], len(raw)], strict=True)):
+            n = min(MARK_EVERY, self.count - (b << MARK_SHIFT))
+            block = raw[start:end]
+            pieces = _split_short(block, n) if b < len(self._short) and self._short[b] else None
+            if pieces is None:
+                pieces = _raw_strings(block, n)
+                if pieces is None:  # the bytes changed since the skip pass: the callers' own paths say how
+                    return None
+            out.extend(pieces)
+        return out
+
+    def joined_except(self, skip: Sequence[int]) -> tuple[int, bytes]:
+        """(how many, the NUL-joined bytes of) every element but those at the sorted ids ``skip``, undecoded
+        (``element_bytes``; the decoded list where there is none), each checked to be valid UTF-8 on the way: one
+        that is not raises GGUFFormatError with its offset, as ``decode`` does."""
+        elements = self.element_bytes()
+        if elements is None:
+            items = self.decode()
+            elements = [str(x).encode("utf-8", "surrogatepass") for x in items]
+        pieces: list[list[bytes]] = []
+        start = 0
+        for i in skip:
+            pieces.append(elements[start:i])
+            start = i + 1
+        pieces.append(elements[start:])
+        kept = list(itertools.chain.from_iterable(pieces))
+        data = b"\x00".join(kept)
+        try:  # NUL is ASCII, a boundary the codec cannot read across: each element is judged on its own bytes
+            data.decode("utf-8")
+            for i in skip:
+                elements[i].decode("utf-8")
+        except UnicodeDecodeError:
+            bad = self.first_invalid_utf8()
+            raise GGUFFormatError("array string is not valid UTF-8", bad) from None
+        if not self._invalid:
+            self._invalid.append(None)
+        return len(kept), data
 
     def _block(self, mark: int) -> tuple[bytes, int]:
         start = self._marks[mark]
@@ -160,6 +219,29 @@ class LazyArray:
 
 MARK_SHIFT = 12
 MARK_EVERY = 1 << MARK_SHIFT
+SHORT = 256
+"""A string under this many bytes has a length prefix of one byte and seven zero bytes (little-endian; the zeros
+first big-endian): what ``short_block`` walks and ``LazyArray.element_bytes`` splits at C speed."""
+_Z7 = bytes(7)
+
+
+@functools.lru_cache(maxsize=2)
+def _short_pattern(byteorder: str) -> re.Pattern[bytes]:
+    """MARK_EVERY strings in a row, each under SHORT bytes: one alternative per length, each beginning with its own
+    literal byte (the regex engine tries an alternative only when that byte matches), atomic so a failure does
+    not backtrack through the others."""
+    alts = []
+    for n in range(SHORT):
+        prefix = bytes([n]) + _Z7 if byteorder == "<" else _Z7 + bytes([n])
+        alts.append(re.escape(prefix) + (b".{%d}" % n if n else b""))
+    return re.compile(b"(?:(?>" + b"|".join(alts) + b")){%d}" % MARK_EVERY, re.DOTALL)
+
+
+def short_block(data: Any, off: int, byteorder: str, endpos: int) -> int | None:
+    """The offset just past MARK_EVERY length-prefixed strings from ``off`` in ``data[:endpos]`` when every one is
+    under SHORT bytes (one match in C, compiled once: ~4x faster than the Python loop); else None."""
+    m = _short_pattern(byteorder).match(data, off, endpos)
+    return m.end() if m is not None else None
 
 
 def _walk_strings(raw: bytes, count: int, byteorder: str) -> int:
@@ -170,6 +252,36 @@ def _walk_strings(raw: bytes, count: int, byteorder: str) -> int:
         (n,) = unpack(raw, off)
         off += 8 + n
     return off
+
+
+_DROP_LAST = operator.itemgetter(slice(None, -1))
+
+
+def _split_short(block: bytes, count: int) -> list[bytes] | None:
+    """The ``count`` strings of ``block``, every one under SHORT bytes (the skip pass checked), when none is empty
+    or holds a NUL: each prefix is then its length byte and the only run of seven zeros, so a split at those runs
+    leaves each string followed by the next one's length byte. None otherwise."""
+    if block.count(0) != 7 * count:  # seven per prefix; an empty string or a NUL inside adds more
+        return None
+    pieces = (block + b"\x01" + _Z7).split(_Z7)  # [len0], [str0 len1], ..., [str(n-1) \x01], []
+    if len(pieces) != count + 2:
+        return None
+    return list(map(_DROP_LAST, pieces[1 : count + 1]))
+
+
+def _raw_strings(block: bytes, count: int) -> list[bytes] | None:
+    """The ``count`` strings of ``block`` (little-endian), or None when they do not fill it exactly."""
+    unpack = struct.Struct("<Q").unpack_from
+    out = []
+    off = 0
+    try:
+        for _ in range(count):
+            (n,) = unpack(block, off)
+            out.append(block[off + 8 : off + 8 + n])
+            off += 8 + n
+    except struct.error:
+        return None
+    return out if off == len(block) else None
 
 
 def _decode_strings(raw: bytes, count: int, byteorder: str, base: int) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from gguftpl import limits
 from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.format import FMT, GGML_TYPES, SIZE, ValueType
-from gguftpl.gguf.lazyarray import MARK_EVERY, LazyArray
+from gguftpl.gguf.lazyarray import MARK_EVERY, SHORT, LazyArray, short_block
 from gguftpl.safeio import open_regular
 
 GGUF_MAGIC = b"GGUF"
@@ -166,7 +166,15 @@ def _shrank(got: int) -> GGUFFormatError:
 
 def _pread_exactly(fd: int, name: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of the open file ``fd``; a short read (the file shrank or was replaced) is an error."""
-    out = bytearray()
+    try:
+        first = os.pread(fd, end - start, start)  # nearly always all of it: returned as read, not copied
+    except OSError as exc:
+        raise GGUFFormatError(f"cannot read {name}: {exc.strerror or exc}", start) from None
+    if len(first) == end - start:
+        return first
+    if not first:
+        raise _shrank(start)
+    out = bytearray(first)
     while len(out) < end - start:
         try:
             chunk = os.pread(fd, end - start - len(out), start + len(out))
@@ -383,8 +391,10 @@ class _Cursor:
             self._need(n)
             self.off += n
         elif et == ValueType.STRING:
-            marks = self._skip_strings(count)
-            return LazyArray(et, count, start, self.off, self.bo, self.src.read_range, _marks=tuple(marks))
+            marks, short = self._skip_strings(count)
+            return LazyArray(
+                et, count, start, self.off, self.bo, self.src.read_range, _marks=tuple(marks), _short=tuple(short)
+            )
         else:  # nested arrays: parse, they are rare and small
             self.array_items(et, count, depth, lazy=False)
         return LazyArray(et, count, start, self.off, self.bo, self.src.read_range)
@@ -410,10 +420,12 @@ class _Cursor:
                 out.append(self.array(sub_t, sub_n, depth + 1, lazy, at))
         return out
 
-    def _skip_strings(self, count: int) -> list[int]:
-        """Skip ``count`` strings; returns the offset of every MARK_EVERY-th (LazyArray.item uses them)."""
-        # The hot loop of a header read: 262k tokens + merges. Keep it tight: one test per element, whether
-        # the next length prefix is still in the buffer (a string too long for the file ends past it too).
+    def _skip_strings(self, count: int) -> tuple[list[int], list[bool]]:
+        """Skip ``count`` strings; returns the offset of every MARK_EVERY-th (LazyArray.item uses them) and, per
+        block of MARK_EVERY, whether every string in it is under 256 bytes (``lazyarray.short_block``)."""
+        # The hot loop of a header read: 262k tokens + merges. A block of strings under 256 bytes each (nearly
+        # every block of a real vocabulary) is walked by one regular-expression match in C; any other block by
+        # the Python loop, one test per element: whether the next length prefix is still in the buffer.
         unpack = self._u64.unpack_from
         off = self.off
         if off + 8 > self.src.available:
@@ -421,16 +433,29 @@ class _Cursor:
         data = self.src.data
         limit = self.src.available - 8
         marks: list[int] = []
+        short: list[bool] = []
         for first in range(0, count, MARK_EVERY):  # a mark per block, no test per element
             marks.append(off)
-            for i in range(min(MARK_EVERY, count - first)):
+            todo = min(MARK_EVERY, count - first)
+            # a match stays inside the buffer and, but for the last block, leaves the next length prefix in it
+            # (else the Python loop below reads on, as it does for any block and for a last, partial one)
+            end = short_block(data, off, self.bo, limit + 8) if todo == MARK_EVERY else None
+            if end is not None and (end <= limit or first + todo == count):
+                off = end
+                short.append(True)
+                continue
+            longest = 0
+            for i in range(todo):
                 (n,) = unpack(data, off)
                 off += 8 + n
+                if n > longest:
+                    longest = n
                 if off > limit:
                     self._past_buffer(off, n, count - first - i - 1)
                     data, limit = self.src.data, self.src.available - 8
+            short.append(longest < SHORT)
         self.off = off
-        return marks
+        return marks, short
 
     def _past_buffer(self, off: int, n: int, left: int) -> None:
         """The string of length ``n`` ending at ``off`` leaves no whole length prefix in the buffer: refuse a length

@@ -64,10 +64,10 @@ def _run(args: list[str]) -> Any:
 @pytest.fixture(scope="module")
 def cfact(broken: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One counterfactual, recorded: its JSON, the input's sha256 and folder listing before and after."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
     record = tmp_path_factory.mktemp("rec") / "record"
     before = (_sha(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
-    res = _run(
+    res = CliRunner(env={"HF_HUB_OFFLINE": "1"}).invoke(  # for this run only: the worker's next tests use the Hub
+        main_group,
         [
             "verify",
             str(broken),
@@ -78,7 +78,8 @@ def cfact(broken: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             "json",
             "--record",
             str(record),
-        ]
+        ],
+        catch_exceptions=False,
     )
     after = (_sha(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
     return {"code": res.exit_code, "doc": json.loads(res.stdout), "before": before, "after": after, "record": record}

@@ -80,6 +80,19 @@ def report(exc: BaseException) -> int:
     return code
 
 
+def wrapped_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``exc`` when Python re-raised it as another error: a signal that lands while a class
+    is being built (a dataclass field's ``__set_name__``, Python 3.11) comes out as RuntimeError from it."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def finished() -> None:
     """The command is done (its output written): a signal from now on ends the process at once, with its line,
     instead of raising inside exit-time cleanup."""

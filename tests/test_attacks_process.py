@@ -248,3 +248,24 @@ def test_a_signal_blocked_by_the_parent_still_ends_a_command(tmp_path: Path) -> 
     proc.send_signal(signal.SIGINT)
     out, _err = proc.communicate(timeout=SAFETY_TIMEOUT)
     assert out.strip() == "interrupted"
+
+
+def test_an_interrupt_python_wraps_in_another_error_is_still_the_interrupt() -> None:
+    """A SIGTERM that landed while a dataclass was being built came out of Python 3.11 as "RuntimeError: Error
+    calling __set_name__ …" and was reported as an unexpected error, exit 2 (CI, 1 run in many)."""
+    from gguftpl import interrupts
+
+    class Landing:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise interrupts.Terminated  # what the SIGTERM handler raises, at that moment
+
+    try:
+        type("Built", (), {"field": Landing()})
+    except BaseException as exc:  # noqa: BLE001 - RuntimeError on 3.11, the interrupt itself on 3.12+
+        caught: BaseException = exc
+    else:
+        raise AssertionError("__set_name__ did not raise")
+    found = interrupts.wrapped_interrupt(caught)
+    assert isinstance(found, interrupts.Terminated)
+    assert interrupts.wrapped_interrupt(RuntimeError("a bug")) is None
+    assert interrupts.outcome(found)[0] == 143

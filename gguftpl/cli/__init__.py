@@ -92,6 +92,9 @@ class LazyGroup(click.Group):
             click.echo("gguftpl: error: out of memory", err=True)
             ctx.exit(EXIT_ERROR)
         except Exception as exc:
+            interrupted = interrupts.wrapped_interrupt(exc)
+            if interrupted is not None:  # a Ctrl-C or SIGTERM that Python handed on inside another error
+                ctx.exit(interrupts.report(interrupted))
             # last resort: a bug still ends in one line (and --debug shows where), never a traceback
             if ctx.obj and ctx.obj.get("debug"):
                 raise

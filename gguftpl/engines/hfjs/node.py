@@ -100,7 +100,8 @@ def _checked(path: str, source: str) -> Node | str:
 @functools.lru_cache(maxsize=8)
 def _version(path: str, mtime_ns: int, size: int) -> tuple[bool, str]:
     """(True, ``node --version``: ``v20.20.2``), or (False, what it said instead); once per program file (path,
-    mtime, size), remembered in the engine's folder so a cold audit does not wait ~20 ms for Node to print it."""
+    mtime, size), remembered in the engine's folder so a cold audit does not wait for Node to print it (~20 ms
+    for the wheel's Node, ~100 ms for Debian's under load)."""
     from gguftpl import worker
 
     stamp = f"{path}\0{mtime_ns}\0{size}\0"
@@ -110,9 +111,14 @@ def _version(path: str, mtime_ns: int, size: int) -> tuple[bool, str]:
     ran = worker.run([path, "--version"], timeout=VERSION_TIMEOUT, env={"NODE_OPTIONS": ""})
     out = ran.output.strip()
     if ran.ok and re.fullmatch(r"v\d+\.\d+\.\d+\S*", out):
-        _remember(stamp + out)
+        _remember(stamp, out)
         return True, out
     return False, (out.splitlines()[-1][:200] if out else f"exit status {ran.returncode}")
+
+
+REMEMBERED = 4
+"""Node programs whose versions the file keeps, newest last: the wheel's and PATH's used in turn by two
+environments sharing one engine folder must not evict each other (each eviction cost a ``node --version``)."""
 
 
 def _version_file() -> Path:
@@ -121,34 +127,43 @@ def _version_file() -> Path:
     return engine_dir("hfjs") / "node-version"
 
 
-def _remembered(stamp: str) -> str | None:
-    """The version recorded for exactly this program file, if any (a regular file of ours, a few bytes)."""
+def _lines() -> list[str]:
+    """The file's records (``path\0mtime\0size\0version``), from a regular file of ours of a few hundred bytes."""
     try:
         fd = os.open(_version_file(), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return None
+        return []
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
+            return []
         text = f.read(4096).decode("utf-8", "replace")
-    if not text.startswith(stamp):
-        return None
-    version = text[len(stamp) :]
-    return version if re.fullmatch(r"v\d+\.\d+\.\d+\S*", version) else None
+    return [line for line in text.split("\n") if line]
 
 
-def _remember(line: str) -> None:
-    """Record it where the engine is installed; only once it is installed, and never an error (a read-only
-    install asks Node each time)."""
+def _remembered(stamp: str) -> str | None:
+    """The version recorded for exactly this program file, if any."""
+    for line in _lines():
+        if line.startswith(stamp):
+            version = line[len(stamp) :]
+            if re.fullmatch(r"v\d+\.\d+\.\d+\S*", version):
+                return version
+    return None
+
+
+def _remember(stamp: str, version: str) -> None:
+    """Record it where the engine is installed, beside the other programs' records (this program's older ones
+    dropped); only once it is installed, and never an error (a read-only install asks Node each time)."""
     path = _version_file()
     if not path.parent.is_dir():
         return
+    program = stamp.split("\0", 1)[0] + "\0"
+    kept = [line for line in _lines() if not line.startswith(program)][-(REMEMBERED - 1) :]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(line)
-        os.replace(tmp, path)  # a reader sees the old line or the new one
+            fh.write("\n".join([*kept, stamp + version]))
+        os.replace(tmp, path)  # a reader sees the old records or the new ones
     except OSError:
         try:
             os.unlink(tmp)

@@ -3,6 +3,7 @@ command in a child process whose HOME holds the stores (tests/ollama_store.py wr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,14 +16,35 @@ from tests.conftest import CHATML, build_gguf
 from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, manifest_path, ollama_model, write_manifest
 
 
+HF_REF = "hf-cache://org/Tiny-GGUF/tiny-Q8_0.gguf"
+
+
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path, hub) -> Path:  # type: ignore[no-untyped-def]
+    from huggingface_hub import hf_hub_download
+
     h = tmp_path / "home"
     h.mkdir()
     gguf = build_gguf(tmp_path / "src.gguf", templates={"default": CHATML})
     ollama_model(h / ".ollama" / "models", "hermes-test", gguf, template=CHATML_GO, params=CHATML_PARAMS)
     lmstudio_model(h, "pub/Tiny-GGUF/tiny.gguf", gguf)
+    # over 640 KB: the local Hub gives it an LFS etag (its sha256), as the Hub does every GGUF, so the cache's
+    # blob is named by its sha256 like an Ollama blob; made by huggingface_hub itself
+    big = build_gguf(
+        tmp_path / "big.gguf", templates={"default": CHATML}, extra_kv={"general.description": "x" * 700_000}
+    )
+    hub.add_file("org/Tiny-GGUF", "tiny-Q8_0.gguf", big)
+    hf_hub_download("org/Tiny-GGUF", "tiny-Q8_0.gguf", endpoint=hub.url, cache_dir=h / ".cache/huggingface/hub")
     return h
+
+
+def _hf_blob(home: Path) -> Path:
+    (blob,) = (home / ".cache/huggingface/hub/models--org--Tiny-GGUF/blobs").iterdir()
+    return blob
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def run(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -116,3 +138,62 @@ def test_blob_not_matching_its_name_is_one_line_exit_2(home: Path) -> None:
     r = run(home, "audit", "ollama://hermes-test")
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and "does not match its name" in r.stderr
+
+
+def test_every_command_takes_an_hf_cache_reference(home: Path, tmp_path: Path) -> None:
+    blob = _hf_blob(home).name
+    assert len(blob) == 64  # named by its sha256: checked like an Ollama blob
+    r = run(home, "inspect", "--format", "json", "hf-cache://org/Tiny-GGUF")
+    assert r.returncode == 0, r.stderr
+    (f,) = json.loads(r.stdout)["files"]
+    assert f["path"] == HF_REF and f["store"]["upstream_repo"] == "org/Tiny-GGUF"
+    r = run(home, "audit", "--format", "json", "--exit-zero", "hf-cache://org/Tiny-GGUF@main/tiny-Q8_0.gguf")
+    assert r.returncode == 0, r.stderr
+    assert [f["path"] for f in json.loads(r.stdout)["files"]] == [HF_REF] and blob not in r.stdout
+    r = run(home, "render", "--raw", HF_REF)
+    assert r.returncode == 0 and "<|im_start|>user" in r.stdout, r.stderr
+    upstream = home / "upstream"
+    upstream.mkdir()
+    config = {"chat_template": CHATML, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}
+    (upstream / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    d = run(home, "diff", "--format", "json", "--no-behaviour", HF_REF, "--upstream", str(upstream))
+    assert d.returncode in (0, 1), d.stderr
+    assert json.loads(d.stdout)["templates"][0]["name"] == "default"
+    if importlib.util.find_spec("xllamacpp") is not None:
+        v = run(home, "verify", "--format", "json", HF_REF)
+        assert v.returncode in (0, 1), v.stderr
+        assert json.loads(v.stdout)["path"] == HF_REF and blob not in v.stdout
+    new = tmp_path / "t.jinja"
+    new.write_text(CHATML + "{# x #}", encoding="utf-8")
+    cache = home / ".cache" / "huggingface" / "hub"
+    before = _tree(cache)
+    inside = cache / "fixed.gguf"
+    r = run(home, "patch", HF_REF, "-o", str(inside), "--template", f"default={new}")
+    assert r.returncode == 2 and "inside hf-cache's store" in r.stderr and not inside.exists()
+    out = tmp_path / "fixed.gguf"
+    r = run(home, "patch", HF_REF, "-o", str(out), "--template", f"default={new}", "--no-audit")
+    assert r.returncode == 0, r.stderr
+    assert f"plan for {HF_REF}:" in r.stdout and blob not in r.stdout
+    assert f"the cached {HF_REF} is unchanged; point the runtime at {out}" in r.stdout
+    assert _tree(cache) == before
+
+
+@pytest.mark.parametrize("ref", ["ollama://hermes-test", "hf-cache://org/Tiny-GGUF", "lmstudio://pub/Tiny-GGUF"])
+def test_patch_from_a_reference_without_an_output_is_refused_naming_it(home: Path, tmp_path: Path, ref: str) -> None:
+    new = tmp_path / "t.jinja"
+    new.write_text(CHATML + "{# x #}", encoding="utf-8")
+    before = _tree(home)
+    r = run(home, "patch", ref, "--template", f"default={new}")
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert ref in line and "-o OUT.gguf" in line and "--in-place" not in line, line
+    assert _tree(home) == before  # nothing written anywhere in the stores
+
+
+def test_patch_from_ollama_names_the_reference_not_the_blob(home: Path, tmp_path: Path) -> None:
+    new = tmp_path / "t.jinja"
+    new.write_text(CHATML + "{# x #}", encoding="utf-8")
+    out = tmp_path / "fixed.gguf"
+    r = run(home, "patch", "ollama://hermes-test", "-o", str(out), "--template", f"default={new}")
+    assert r.returncode == 0, r.stderr
+    assert "plan for ollama://hermes-test:latest:" in r.stdout and "sha256-" not in r.stdout

@@ -69,6 +69,16 @@ def test_audit_findings_name_the_reference_not_the_blob(home: Path) -> None:
     doc = json.loads(r.stdout)
     assert [f["path"] for f in doc["files"]] == ["ollama://hermes-test:latest", "lmstudio://pub/Tiny-GGUF/tiny.gguf"]
     assert "sha256-" not in r.stdout
+    (ollama,) = [row for row in doc["files"][0]["runtimes"] if row["id"] == "ollama"]
+    # ChatML without tools in the GGUF and a TEMPLATE without .Tools: both lose them, and the row says so (without
+    # the Go engine, Ollama's side is unknown and so is the agreement)
+    from gguftpl.engines import registry
+
+    go = registry.availability("ollama").installed
+    assert ollama["ollama"]["jinja_agrees_on_tools"] is (True if go else None)
+    t = run(home, "audit", "--exit-zero", "ollama://hermes-test")
+    said = "they agree about tools" if go else "agrees about tools is unknown"
+    assert said in " ".join(t.stdout.split()), t.stdout
 
 
 def test_render_and_diff_take_references(home: Path) -> None:

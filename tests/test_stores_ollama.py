@@ -98,3 +98,20 @@ def test_a_renderer_is_not_guessed(store: Path, hermes: Path) -> None:
     ollama_model(store, "coder", hermes, template=CHATML_GO, config=config)
     row = _audit("ollama://coder").runtimes.row("ollama")
     assert row.outcome == "unknown" and "renderer 'qwen3-coder'" in row.reason
+
+
+def test_the_row_says_whether_ollama_and_the_ggufs_jinja_agree_about_tools(store: Path, hermes: Path) -> None:
+    ollama_model(store, "hermes-test", hermes, template=CHATML_GO, params=CHATML_PARAMS)
+    ollama_model(store, "good", hermes, template=TOOLS_GO, params=CHATML_PARAMS)
+    bad, good = _audit("ollama://hermes-test"), _audit("ollama://good")
+    assert bad.runtimes.ollama.jinja_agrees is False and good.runtimes.ollama.jinja_agrees is True
+    (bad_row,) = [d for d in bad.runtimes.to_list() if d["id"] == "ollama"]
+    (good_row,) = [d for d in good.runtimes.to_list() if d["id"] == "ollama"]
+    assert bad_row["ollama"]["jinja_agrees_on_tools"] is False and good_row["ollama"]["jinja_agrees_on_tools"] is True
+    assert "the GGUF's own Jinja (its tool_use, by llama.cpp's engine) puts the tool schemas in the prompt" in (
+        bad.runtimes.row("ollama").reason
+    )
+    assert "Ollama and the GGUF's own Jinja disagree about tools" in bad.runtimes.row("ollama").reason
+    assert "they agree about tools" in good.runtimes.row("ollama").reason
+    # the stop lines and the commit still close the reason
+    assert bad.runtimes.row("ollama").reason.endswith(")") and "(ollama@" in bad.runtimes.row("ollama").reason

@@ -40,14 +40,18 @@ def home(tmp_path: Path, hub) -> Path:  # type: ignore[no-untyped-def]
     return h
 
 
-def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE", "OLLAMA_GO_TEMPLATE")}
     # the home's own facts cache: cold means cold, whatever other tests have cached
     # (the facts cache not named "gguftpl": `python -m gguftpl` runs in home, which comes first on its path)
     hf_home = str(home / ".cache" / "huggingface")
     env.update(HOME=str(home), HF_HOME=hf_home, GGUFTPL_CACHE_DIR=str(home / "facts-cache"))
+    return env
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "gguftpl", "scan", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=home)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_env(home), cwd=home)
 
 
 def test_scan_lists_every_model_once_and_a_warm_run_renders_nothing(home: Path) -> None:
@@ -76,6 +80,19 @@ def test_scan_lists_every_model_once_and_a_warm_run_renders_nothing(home: Path) 
     again = json.loads(warm.stdout)
     assert [m["ref"] for m in again["models"]] == refs
     assert (again["analysed"], again["go_rendered"], again["bytes_hashed"]) == (0, 0, 0)
+
+
+def test_a_warm_scan_starts_no_child_process(home: Path, tmp_path: Path) -> None:
+    """Warm, every answer is in the facts cache: no engine child, no Node, no Go, no `node --version` probe."""
+    from tests.strace import strace
+
+    cold = strace([sys.executable, "-m", "gguftpl", "scan"], tmp_path / "cold.st", timeout=900, env=_env(home), cwd=home)
+    assert cold.result.returncode == 1, cold.result.stderr
+    assert cold.processes > 0  # the trace sees children: the cold scan starts its engines
+    warm = strace([sys.executable, "-m", "gguftpl", "scan"], tmp_path / "warm.st", timeout=900, env=_env(home), cwd=home)
+    table = cold.result.stdout.split("\n\n")[0]  # the models (the summary after it has the times and counts)
+    assert warm.result.returncode == 1 and warm.result.stdout.split("\n\n")[0] == table and "hermes-test" in table
+    assert warm.execs == [sys.executable] and warm.processes == 0, (warm.execs, warm.processes)
 
 
 def test_scan_text_table_and_store_filter(home: Path) -> None:

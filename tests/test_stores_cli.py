@@ -207,3 +207,60 @@ def test_patch_from_ollama_names_the_reference_not_the_blob(home: Path, tmp_path
     r = run(home, "patch", "ollama://hermes-test", "-o", str(out), "--template", f"default={new}")
     assert r.returncode == 0, r.stderr
     assert "plan for ollama://hermes-test:latest:" in r.stdout and "sha256-" not in r.stdout
+
+
+def _hostile_home(home: Path, tmp_path: Path, shape: str) -> tuple[str, Path]:
+    """A store that reaches for ``secret`` (a real GGUF outside every store) in one way; (reference, secret)."""
+    from tests.ollama_store import MEDIA, blob, layer
+
+    root = home / ".ollama" / "models"
+    secret_dir = tmp_path / "outside"
+    secret_dir = tmp_path / "outside"
+    secret_dir.mkdir()
+    secret = build_gguf(secret_dir / "secret.gguf", templates={"default": CHATML})
+    digest, size = blob(tmp_path / "scratch", secret)  # the secret's real digest: read, it would even match
+    hexd = digest.split(":")[1]
+    model = {"mediaType": MEDIA + "model", "digest": digest, "size": size}
+    if shape == "traversal":
+        write_manifest(root, manifest_path(root, "evil"), [{**model, "digest": "../../../../outside/secret.gguf"}])
+    elif shape == "blob-symlink":
+        (root / "blobs" / f"sha256-{hexd}").symlink_to(secret)
+        write_manifest(root, manifest_path(root, "evil"), [model])
+    elif shape == "layer-symlink":
+        tmpl = layer(tmp_path / "scratch", "template", secret.read_bytes()[:64])
+        (root / "blobs" / tmpl["digest"].replace(":", "-")).symlink_to(secret)
+        write_manifest(root, manifest_path(root, "evil"), [layer(root, "model", secret), tmpl])
+    elif shape == "manifest-symlink":
+        path = manifest_path(root, "evil")
+        path.parent.mkdir(parents=True)
+        path.symlink_to(secret)
+    elif shape == "digest-mismatch":
+        (root / "blobs" / f"sha256-{hexd}").write_bytes(secret.read_bytes()[:-1] + b"!")
+        write_manifest(root, manifest_path(root, "evil"), [model])
+    else:  # an HF cache snapshot file that points out of its repo's folder
+        snap = home / ".cache/huggingface/hub/models--org--Tiny-GGUF/snapshots"
+        (commit,) = snap.iterdir()
+        (commit / "evil.gguf").symlink_to(secret)
+        return "hf-cache://org/Tiny-GGUF/evil.gguf", secret
+    return "ollama://evil", secret
+
+
+@pytest.mark.parametrize(
+    "shape", ["traversal", "blob-symlink", "layer-symlink", "manifest-symlink", "digest-mismatch", "hf-snapshot"]
+)
+def test_a_hostile_store_is_one_line_exit_2_and_nothing_outside_is_opened(
+    home: Path, tmp_path: Path, shape: str
+) -> None:
+    from tests.strace import strace
+
+    ref, secret = _hostile_home(home, tmp_path, shape)
+    env = {k: v for k, v in os.environ.items() if k not in ("OLLAMA_MODELS", "HF_HUB_CACHE")}
+    env.update(HOME=str(home), HF_HOME=str(home / ".cache" / "huggingface"))
+    for command in ("audit", "inspect"):
+        t = strace([sys.executable, "-m", "gguftpl", command, ref], tmp_path / f"{command}.st", env=env, cwd=home,
+                   timeout=600)  # fmt: skip
+        assert t.result.returncode == 2 and t.result.stdout == "", (command, t.result.stdout)
+        assert len(t.result.stderr.splitlines()) == 1, t.result.stderr
+        outside = [p for p in t.opened if p.startswith(str(secret.parent))]
+        assert outside == [], (command, outside)
+        assert t.opened, "the trace saw no open at all"

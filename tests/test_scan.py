@@ -105,6 +105,27 @@ def test_scan_text_table_and_store_filter(home: Path) -> None:
     assert not any("lmstudio://" in line for line in lines)
 
 
+def test_a_narrow_terminal_gets_each_model_with_its_runtimes_not_a_broken_table(home: Path) -> None:
+    wide = run(home, "--width", "400")
+    head, *rows = wide.stdout.split("\n\n")[0].splitlines()
+    runtimes = head.split("SIZE", 1)[1].split("  ")
+    runtimes = [n.strip() for n in runtimes if n.strip()]
+    assert "Ollama" in runtimes and "LM Studio" in runtimes
+    row = next(r for r in rows if r.startswith("ollama://hermes-test:latest "))
+    cells = row.split()[4:]  # ref, store, size and unit, then one cell per runtime
+    assert len(cells) == len(runtimes) and cells[runtimes.index("Ollama")] == "400"
+    narrow = run(home, "--width", "80")
+    assert narrow.returncode == 1, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    size = f"{(home.parent / 'hermes.gguf').stat().st_size / 1024:.1f} KB"  # the fixture's GGUF, its blob
+    at = lines.index(f"ollama://hermes-test:latest  (ollama, {size})")
+    said = " ".join(" ".join(lines[at + 1 : at + 3]).split())  # the runtimes' line, broken between cells
+    assert said.startswith("tools: ") and ", ".join(f"{n} {c}" for n, c in zip(runtimes, cells)) in said
+    assert "  fix: gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR" in lines
+    assert not any(line.startswith("MODEL ") for line in lines)
+
+
 def test_a_hostile_store_is_an_error_row_and_exit_2(home: Path) -> None:
     root = home / ".ollama" / "models"
     evil = {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "0" * 64, "size": 3}

@@ -72,6 +72,12 @@ def test_scan_lists_every_model_once_and_a_warm_run_renders_nothing(home: Path) 
         and first["fix"] == "gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR"
     )
     assert doc["models"][1]["drops_tools"] == []  # plain ChatML: nothing to drop
+    # Ollama's TEMPLATE refuses the tools Hermes' own tool_use renders; the plain one loses them either way
+    from gguftpl.engines import registry
+
+    go = registry.availability("ollama").installed
+    agrees = [m["jinja_agrees_on_tools"] for m in doc["models"]]
+    assert agrees == ([False, True, None, None] if go else [None, None, None, None])
     assert doc["models"][3]["upstream_repo"] == "org/Plain-GGUF"
     assert doc["analysed"] > 0 and doc["go_rendered"] == 1 and doc["bytes_hashed"] > 0
     warm = run(home, "--format", "json")

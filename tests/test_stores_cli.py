@@ -264,3 +264,13 @@ def test_a_hostile_store_is_one_line_exit_2_and_nothing_outside_is_opened(
         outside = [p for p in t.opened if p.startswith(str(secret.parent))]
         assert outside == [], (command, outside)
         assert t.opened, "the trace saw no open at all"
+
+
+def test_the_hf_cache_folder_is_the_upstream_when_the_file_names_none(home: Path) -> None:
+    r = run(home, "audit", "--format", "json", "--exit-zero", HF_REF, "lmstudio://pub/Tiny-GGUF")
+    assert r.returncode == 0, r.stderr
+    cached, lm = json.loads(r.stdout)["files"]
+    # the GGUF has no general.base_model/source keys; the cache folder models--org--Tiny-GGUF says where it came from
+    assert cached["upstream"]["repo"] == "org/Tiny-GGUF"
+    assert cached["upstream"]["how"].startswith("from the Hugging Face cache folder it was downloaded into (a GGUF repo")
+    assert lm["upstream"]["repo"] is None  # the same GGUF from LM Studio: nothing says where it came from

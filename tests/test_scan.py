@@ -143,6 +143,60 @@ def test_a_hostile_store_is_an_error_row_and_exit_2(home: Path) -> None:
     assert "ollama://hermes-test:latest" in [m["ref"] for m in doc["models"]]
 
 
+def test_every_hostile_shape_is_its_own_error_row_and_the_scan_ends(home: Path) -> None:
+    """FIFOs where a ref, a pointer, a manifest or a model would be (a plain open would wait for a writer for
+    good), a 10 GB sparse blob, a 100 MB manifest and symlink loops: each one row with its reason, never read."""
+    from tests.ollama_store import MEDIA
+
+    root = home / ".ollama" / "models"
+    hexd = "ab" * 32
+    with open(root / "blobs" / f"sha256-{hexd}", "wb") as fh:
+        fh.write(b"GGUF")
+        fh.truncate(10 << 30)
+    write_manifest(root, manifest_path(root, "sparse"), [{"mediaType": MEDIA + "model", "digest": f"sha256:{hexd}",
+                                                          "size": 10 << 30}])  # fmt: skip
+    big = manifest_path(root, "big")
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as fh:
+        fh.truncate(100 << 20)
+    loop = manifest_path(root, "loop")
+    loop.parent.mkdir(parents=True)
+    loop.symlink_to(loop)
+    fifo = manifest_path(root, "fifo")
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    os.mkfifo(home / ".lmstudio-home-pointer")  # LM Studio's pointer: read as absent, its default homes still looked at
+    os.mkfifo(home / ".lmstudio" / "models" / "pub" / "Hermes-GGUF" / "fifo.gguf")
+    (home / ".lmstudio" / "models" / "pub" / "Hermes-GGUF" / "loop.gguf").symlink_to("loop.gguf")
+    repo = home / ".cache/huggingface/hub/models--org--Plain-GGUF"
+    (repo / "refs" / "main").unlink()
+    os.mkfifo(repo / "refs" / "main")
+    (home / ".cache" / "llama.cpp").mkdir(parents=True)
+    os.mkfifo(home / ".cache" / "llama.cpp" / "x.gguf")
+    r = subprocess.run([sys.executable, "-m", "gguftpl", "scan", "--format", "json"], capture_output=True, text=True,
+                       timeout=300, env=_env(home), cwd=home)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    doc = json.loads(r.stdout)
+    problems = {p["ref"]: p["error"] for p in doc["problems"]}
+    want = {
+        "ollama://big:latest": "over the 4 MiB cap",
+        "ollama://fifo:latest": "FIFO",
+        "ollama://loop:latest": "symlink loop",
+        "ollama://sparse:latest": "sparse",
+        "lmstudio://pub/Hermes-GGUF/fifo.gguf": "not a file",
+        "lmstudio://pub/Hermes-GGUF/loop.gguf": "symlink loop",
+        "hf-cache://org/Plain-GGUF": "FIFO",
+        str(home / ".cache" / "llama.cpp" / "x.gguf"): "not a regular file",
+    }
+    assert sorted(problems) == sorted(want)
+    for ref, why in want.items():
+        assert why in problems[ref], (ref, problems[ref])
+    # the healthy models are still there, each once
+    refs = [m["ref"] for m in doc["models"]]
+    assert refs == ["ollama://hermes-test:latest", "ollama://plain:latest", "lmstudio://pub/Hermes-GGUF/hermes-Q4.gguf"]
+    assert doc["bytes_hashed"] < 10 << 20  # the sparse 10 GB was never hashed
+
+
 def test_scan_path_llamacpp_cache_and_empty_home(tmp_path: Path, home: Path) -> None:
     folder = tmp_path / "models"
     folder.mkdir()

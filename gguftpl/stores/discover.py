@@ -13,6 +13,7 @@ kept as a :class:`Problem` (its reference and the one-line reason), never the en
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -72,12 +73,11 @@ def _hf_cache() -> Iterator[StoreModel | Problem]:
         if not folder.startswith("models--"):
             continue
         repo_id = folder[len("models--") :].replace("--", "/")
-        main = os.path.join(root, folder, "refs", "main")
-        try:
-            with open(main, encoding="ascii") as fh:
-                head = fh.read(64).strip()
-        except (OSError, UnicodeDecodeError):
-            head = ""
+        try:  # read as any cache ref is: inside the folder, a small regular file (a FIFO would block a plain open)
+            head = hfcache.main_commit(os.path.join(root, folder)) or ""
+        except GGUFTplError as exc:
+            yield Problem(f"hf-cache://{repo_id}", "hf-cache", str(exc))
+            continue
         snapshots = os.path.join(root, folder, "snapshots")
         for commit in sorted(os.listdir(snapshots)) if os.path.isdir(snapshots) else []:
             rev = "" if commit == head else f"@{commit}"
@@ -114,6 +114,9 @@ def _folder(path: str, store: str = "path") -> Iterator[StoreModel | Problem]:
                 st = os.stat(p)
             except OSError as exc:
                 yield Problem(p, store, f"cannot read {p}: {exc.strerror or exc}")
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device named *.gguf: never opened
+                yield Problem(p, store, f"{p} is not a regular file: not read")
                 continue
             yield StoreModel(p, store, p, st.st_size, path, (st.st_dev, st.st_ino))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from gguftpl.errors import StoreError
-from gguftpl.safeio import printable
+from gguftpl.safeio import open_regular, printable
 from gguftpl.stores.model import StoreModel
 from gguftpl.stores.safety import follow
 
@@ -31,13 +31,13 @@ def homes() -> list[str]:
     user = os.path.expanduser("~")
     out: list[str] = []
     pointer = os.path.join(user, _POINTER)
-    try:
-        with open(pointer, encoding="utf-8") as fh:
-            pointed = fh.read(4096).strip()
+    try:  # never a plain open: a FIFO there would block the scan for good
+        with open_regular(pointer, what="LM Studio home pointer", error=StoreError) as fh:
+            pointed = fh.read(4096).decode("utf-8").strip()
         if pointed:
             out.append(pointed)
-    except (OSError, UnicodeDecodeError):
-        pass
+    except (StoreError, OSError, UnicodeDecodeError):
+        pass  # no pointer, or one LM Studio could not read either: its default homes
     for candidate in (os.path.join(user, ".cache", "lm-studio"), os.path.join(user, ".lmstudio")):
         if candidate not in out:
             out.append(candidate)

@@ -91,6 +91,7 @@ def test_go_template_env_forces_native(store: Path, hermes: Path, monkeypatch: p
     row = _audit("ollama://hermes-test").runtimes.row("ollama")
     # native: the Hermes ChatML default never says 'tools', so Ollama refuses before llama-server sees tool_use
     assert row.template == "default" and row.outcome == "refused" and "never says 'tools'" in row.reason
+    assert row.reason.startswith("OLLAMA_GO_TEMPLATE is set false, so Ollama leaves the TEMPLATE layer")
 
 
 def test_a_renderer_is_not_guessed(store: Path, hermes: Path) -> None:

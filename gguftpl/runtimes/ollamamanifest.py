@@ -68,16 +68,24 @@ def mode(layers: OllamaLayers, default_text: str | None) -> tuple[str, str]:
         return "renderer", f"the config names the {which}: Ollama's own Go code renders the prompt"
     if layers.template is not None:
         env = go_template_env()
-        if env is not None:
-            if env:
-                return "template", "the manifest has a TEMPLATE layer and OLLAMA_GO_TEMPLATE is set true"
-        elif not (default_text and reg._prefers_jinja(default_text, reg.go_template("TEMPLATE", layers.template))):
-            return "template", "Ollama renders the manifest's TEMPLATE layer (Go template)"
-        else:
-            return "native", (
-                "the GGUF's Jinja shows more capabilities than the TEMPLATE layer (PreferChatTemplate), so Ollama "
-                "runs it through its bundled llama-server"
+        if env:
+            return "template", "the manifest has a TEMPLATE layer and OLLAMA_GO_TEMPLATE is set true"
+        if env is False and not default_text:
+            return (
+                "none",
+                "OLLAMA_GO_TEMPLATE is set false (the TEMPLATE layer is left) and there is no tokenizer.chat_template",
             )
+        if env is False:
+            return "native", (
+                "OLLAMA_GO_TEMPLATE is set false, so Ollama leaves the TEMPLATE layer and runs the GGUF's own Jinja "
+                "through its bundled llama-server"
+            )
+        if not (default_text and reg._prefers_jinja(default_text, reg.go_template("TEMPLATE", layers.template))):
+            return "template", "Ollama renders the manifest's TEMPLATE layer (Go template)"
+        return "native", (
+            "the GGUF's Jinja shows more capabilities than the TEMPLATE layer (PreferChatTemplate), so Ollama "
+            "runs it through its bundled llama-server"
+        )
     if default_text:
         return "native", "no TEMPLATE layer: Ollama runs the GGUF's own Jinja through its bundled llama-server"
     return "none", "no TEMPLATE layer and no tokenizer.chat_template"

@@ -360,7 +360,8 @@ def _upstream(repo: str | None, how: str, store: StoreModel | None) -> tuple[str
         return repo, how
     from gguftpl.upstream.discover import is_quant_repo
 
-    caveat = " (a GGUF repo; its templates may not be the original model's)" if is_quant_repo(store.upstream_repo) else ""
+    quant = is_quant_repo(store.upstream_repo)
+    caveat = " (a GGUF repo; its templates may not be the original model's)" if quant else ""
     return store.upstream_repo, f"from the Hugging Face cache folder it was downloaded into{caveat}; {how}"
 
 

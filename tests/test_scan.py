@@ -92,10 +92,11 @@ def test_a_warm_scan_starts_no_child_process(home: Path, tmp_path: Path) -> None
     """Warm, every answer is in the facts cache: no engine child, no Node, no Go, no `node --version` probe."""
     from tests.strace import strace
 
-    cold = strace([sys.executable, "-m", "gguftpl", "scan"], tmp_path / "cold.st", timeout=900, env=_env(home), cwd=home)
+    cmd = [sys.executable, "-m", "gguftpl", "scan"]
+    cold = strace(cmd, tmp_path / "cold.st", timeout=900, env=_env(home), cwd=home)
     assert cold.result.returncode == 1, cold.result.stderr
     assert cold.processes > 0  # the trace sees children: the cold scan starts its engines
-    warm = strace([sys.executable, "-m", "gguftpl", "scan"], tmp_path / "warm.st", timeout=900, env=_env(home), cwd=home)
+    warm = strace(cmd, tmp_path / "warm.st", timeout=900, env=_env(home), cwd=home)
     table = cold.result.stdout.split("\n\n")[0]  # the models (the summary after it has the times and counts)
     assert warm.result.returncode == 1 and warm.result.stdout.split("\n\n")[0] == table and "hermes-test" in table
     assert warm.execs == [sys.executable] and warm.processes == 0, (warm.execs, warm.processes)
@@ -127,7 +128,7 @@ def test_a_narrow_terminal_gets_each_model_with_its_runtimes_not_a_broken_table(
     size = f"{(home.parent / 'hermes.gguf').stat().st_size / 1024:.1f} KB"  # the fixture's GGUF, its blob
     at = lines.index(f"ollama://hermes-test:latest  (ollama, {size})")
     said = " ".join(" ".join(lines[at + 1 : at + 3]).split())  # the runtimes' line, broken between cells
-    assert said.startswith("tools: ") and ", ".join(f"{n} {c}" for n, c in zip(runtimes, cells)) in said
+    assert said.startswith("tools: ") and ", ".join(f"{n} {c}" for n, c in zip(runtimes, cells, strict=True)) in said
     assert "  fix: gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR" in lines
     assert not any(line.startswith("MODEL ") for line in lines)
 

@@ -15,7 +15,6 @@ import pytest
 from tests.conftest import CHATML, build_gguf
 from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, manifest_path, ollama_model, write_manifest
 
-
 HF_REF = "hf-cache://org/Tiny-GGUF/tiny-Q8_0.gguf"
 
 
@@ -272,5 +271,6 @@ def test_the_hf_cache_folder_is_the_upstream_when_the_file_names_none(home: Path
     cached, lm = json.loads(r.stdout)["files"]
     # the GGUF has no general.base_model/source keys; the cache folder models--org--Tiny-GGUF says where it came from
     assert cached["upstream"]["repo"] == "org/Tiny-GGUF"
-    assert cached["upstream"]["how"].startswith("from the Hugging Face cache folder it was downloaded into (a GGUF repo")
+    how = cached["upstream"]["how"]
+    assert how.startswith("from the Hugging Face cache folder it was downloaded into (a GGUF repo"), how
     assert lm["upstream"]["repo"] is None  # the same GGUF from LM Studio: nothing says where it came from

@@ -111,8 +111,8 @@ def test_a_template_ollama_would_not_render_is_refused_with_the_reason(store: Pa
     assert "Ollama would not render the new TEMPLATE" in line and "OLLAMA_GO_TEMPLATE" in line, line
     # a GGUF FROM names whose own Jinja shows more capabilities than the new TEMPLATE (PreferChatTemplate) is
     # decided on that GGUF's template, not the blob's: here both read tools and the TEMPLATE has the round trip
-    fixed = build_gguf(tmp_path / "fixed.gguf", templates={
-        "default": (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.tool_use.jinja").read_text(encoding="utf-8")})  # fmt: skip
+    tool_use = (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.tool_use.jinja").read_text(encoding="utf-8")
+    fixed = build_gguf(tmp_path / "fixed.gguf", templates={"default": tool_use})
     r = run(store, "ollama://hermes-test", "--ollama-modelfile", str(out), "--ollama-from", str(fixed))
     assert r.returncode == 0, r.stderr
     assert f"FROM {fixed}" in (out / "Modelfile").read_text(encoding="utf-8")

@@ -5,7 +5,8 @@ Where each store is comes from its module (:mod:`.ollama`, :mod:`.lmstudio`, :mo
 ``models--ORG--REPO`` gives ``ORG/REPO`` back as huggingface_hub's ``scan_cache_dir`` does (the type prefix cut, then
 ``--`` read as ``/``; ``huggingface_hub/utils/_cache_manager.py``, 2.4.0). llama.cpp's cache (``-hf`` downloads) is
 ``$LLAMA_CACHE``, else ``$XDG_CACHE_HOME/llama.cpp``, else ``$HOME/.cache/llama.cpp`` on Linux (llama.cpp
-``common/common.cpp::fs_get_cache_directory``, read from a code search index, commit not named); its GGUFs have no
+``common/common.cpp::fs_get_cache_directory`` @17fce9be15411587700cda558a626e9f53e54a0b: ``LLAMA_CACHE`` as it is,
+else ``XDG_CACHE_HOME`` or ``HOME/.cache``, then ``llama.cpp``); its GGUFs have no
 reference scheme and are named by path. A model the store cannot give safely is
 kept as a :class:`Problem` (its reference and the one-line reason), never the end of the scan.
 """

@@ -65,6 +65,7 @@ def test_hermes_test_ollama_drops_the_tools_its_tool_use_renders(store: Path, he
     (gt703,) = [f for f in fa.findings if f.code == "GT703"]
     assert gt703.location.file == "ollama://hermes-test:latest" and "tool_use" in gt703.message
     assert "sha256-" not in gt703.message and "--ollama-modelfile" in (gt703.fix or "")
+    assert gt703.message.count("tool_use") == 1, gt703.message  # the GGUF's side said once
 
 
 def test_a_template_that_renders_the_tools(store: Path, hermes: Path) -> None:

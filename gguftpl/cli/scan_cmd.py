@@ -94,7 +94,8 @@ def table(result: Any, width: int | None = None) -> str:
 @width_option
 @click.pass_context
 def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...], fmt: str, output: str | None) -> None:
-    """Audit the models you already have: every GGUF in Ollama's store ($OLLAMA_MODELS or ~/.ollama/models),
+    """Audit the models you already have: every GGUF in Ollama's store ($OLLAMA_MODELS, else ~/.ollama/models and
+    the Linux service's, ~ollama/.ollama/models),
     LM Studio's models folder (~/.lmstudio/models, or the older ~/.cache/lm-studio/models), the Hugging Face
     cache and llama.cpp's cache ($LLAMA_CACHE or ~/.cache/llama.cpp), plus the folders given with --path. A
     blob several names share is audited once, and what was learnt is cached, so a second run renders nothing.

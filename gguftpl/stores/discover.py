@@ -46,12 +46,20 @@ class Problem:
 def _ollama() -> Iterator[StoreModel | Problem]:
     from gguftpl.stores import ollama
 
-    root = ollama.models_dir()
-    for name in ollama.list_names(root):
+    for root in ollama.models_dirs():
         try:
-            yield ollama.load(root, name)
-        except GGUFTplError as exc:
-            yield Problem(f"ollama://{ollama.display(name)}", "ollama", str(exc))
+            os.stat(os.path.join(root, "manifests"))
+        except FileNotFoundError:
+            continue  # no store there
+        except OSError as exc:  # there, but not readable: say so rather than list nothing
+            why = f"cannot read the Ollama store {root}: {exc.strerror or exc}"
+            yield Problem(f"ollama:// ({root})", "ollama", why)
+            continue
+        for name in ollama.list_names(root):
+            try:
+                yield ollama.load(root, name)
+            except GGUFTplError as exc:
+                yield Problem(f"ollama://{ollama.display(name)}", "ollama", str(exc))
 
 
 def _lmstudio() -> Iterator[StoreModel | Problem]:

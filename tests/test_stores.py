@@ -202,12 +202,10 @@ def test_verified_digest_is_remembered(home: Path, gguf: Path, monkeypatch: pyte
 
 @pytest.fixture
 def service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A real system user standing for the ``ollama`` one Ollama's Linux installer creates (``useradd -r -m -d
-    HOME``), under a name of its own so that no other test (or Ollama on this machine) ever sees its store."""
+    """A real system user standing for the ``ollama`` one Ollama's Linux installer creates (``useradd -r -d
+    HOME``), under a name of its own (``GGUFTPL_OLLAMA_USER``) so that no other test ever sees its store."""
     import shutil
     import subprocess
-
-    from gguftpl.stores import ollama
 
     if os.geteuid() != 0 or shutil.which("useradd") is None:
         pytest.skip("needs root and useradd to create the service user")
@@ -215,7 +213,7 @@ def service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: igno
     home = tmp_path / "service-home"
     subprocess.run(["useradd", "-r", "-s", "/bin/false", "-M", "-d", str(home), name], check=True)
     try:
-        monkeypatch.setattr(ollama, "SERVICE_USER", name)
+        monkeypatch.setenv("GGUFTPL_OLLAMA_USER", name)
         yield home
     finally:
         subprocess.run(["userdel", name], check=False)
@@ -239,6 +237,13 @@ def test_the_linux_service_store_is_looked_in_after_the_users_own(
     ]
     with pytest.raises(StoreError, match="no such model in the Ollama stores"):
         resolve("ollama://nowhere")
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "gguftpl", "scan", "--store", "ollama", "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ), cwd=home)
+    assert r.returncode in (0, 1), r.stderr  # the command finds it as the library does
+    assert [m["ref"] for m in json.loads(r.stdout)["models"]] == ["ollama://mine:latest", "ollama://pulled:latest"]
     monkeypatch.setenv("OLLAMA_MODELS", str(home / ".ollama" / "models"))  # the user named the store: that one only
     assert [f.ref for f in discover(["ollama"])] == ["ollama://mine:latest"]
     with pytest.raises(StoreError, match="no such model in the Ollama store "):

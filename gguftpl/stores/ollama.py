@@ -83,7 +83,8 @@ class Name:
 
 
 SERVICE_USER = "ollama"
-"""The system user Ollama's Linux installer runs the server as (``scripts/install.sh``)."""
+"""The system user Ollama's Linux installer runs the server as (``scripts/install.sh``); ``GGUFTPL_OLLAMA_USER``
+names another (a server set up by hand), empty for none."""
 
 
 def models_dir() -> str:
@@ -94,10 +95,13 @@ def models_dir() -> str:
 
 def service_models_dir() -> str | None:
     """The store of the server the Linux installer set up: ``~ollama/.ollama/models``; None without that user."""
+    user = os.environ.get("GGUFTPL_OLLAMA_USER", SERVICE_USER)
+    if not user:
+        return None
     try:
         import pwd
 
-        home = pwd.getpwnam(SERVICE_USER).pw_dir
+        home = pwd.getpwnam(user).pw_dir
     except (ImportError, KeyError):
         return None
     return os.path.join(home, ".ollama", "models") if home else None

@@ -274,3 +274,24 @@ def test_the_hf_cache_folder_is_the_upstream_when_the_file_names_none(home: Path
     how = cached["upstream"]["how"]
     assert how.startswith("from the Hugging Face cache folder it was downloaded into (a GGUF repo"), how
     assert lm["upstream"]["repo"] is None  # the same GGUF from LM Studio: nothing says where it came from
+
+
+def test_render_with_ollamas_engine_follows_the_models_manifest(home: Path, tmp_path: Path) -> None:
+    from gguftpl.engines import registry
+
+    if not registry.availability("ollama").installed:
+        pytest.skip("Ollama's Go engine is not built: gguftpl engines install ollama")
+    root = home / ".ollama" / "models"
+    gguf = build_gguf(tmp_path / "chatml.gguf", templates={"default": CHATML})
+    # a TEMPLATE of the user's own that renders the tools, where an import would get the curated chatml (no .Tools)
+    own = "{{ if .Tools }}TOOLS {{ range .Tools }}{{ json . }}{{ end }}\n{{ end }}" + CHATML_GO
+    ollama_model(root, "mine", gguf, template=own)
+    ollama_model(root, "native", gguf)
+    r = run(home, "render", "--engine", "ollama", "ollama://mine")
+    assert r.returncode == 0, r.stderr
+    assert "--- engine: ollama; template: TEMPLATE layer (Go)" in r.stdout and "| TOOLS {" in r.stdout
+    assert "NOT in the prompt" not in r.stdout and "curated" not in r.stdout
+    r = run(home, "render", "--engine", "ollama", "ollama://native")
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert "no TEMPLATE layer" in line and "--engine llamacpp" in line

@@ -117,3 +117,17 @@ def test_the_row_says_whether_ollama_and_the_ggufs_jinja_agree_about_tools(store
     assert "they agree about tools" in good.runtimes.row("ollama").reason
     # the stop lines and the commit still close the reason
     assert bad.runtimes.row("ollama").reason.endswith(")") and "(ollama@" in bad.runtimes.row("ollama").reason
+
+
+def test_the_html_prompts_never_show_the_curated_template_for_a_model_ollama_has(store: Path, tmp_path: Path) -> None:
+    from gguftpl.report.htmlparts import file_prompts
+    from tests.conftest import CHATML
+
+    # ChatML: an import would get Ollama's curated chatml, whose prompt the report has; this model has its own
+    gguf = build_gguf(tmp_path / "chatml.gguf", templates={"default": CHATML})
+    ollama_model(store, "mine", gguf, template=TOOLS_GO)
+    fa = _audit("ollama://mine")
+    assert fa.runtimes.row("ollama").template == "TEMPLATE layer (Go)"
+    prompts, elsewhere = file_prompts(fa)
+    shown = [name for t in prompts for p in t.panels for name, _ in p.runtimes]
+    assert "Ollama" not in shown and "Ollama" in [r.name for r in elsewhere]

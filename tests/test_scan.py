@@ -243,3 +243,45 @@ def test_scan_html_shows_the_models_matrix_their_fixes_and_what_the_scan_adds(ho
     modelfile = "gguftpl patch ollama://hermes-test:latest --ollama-modelfile DIR"
     assert f"ollama://hermes-test:latest: fix: {modelfile}" in footer
     assert dom.find_all("article", cls="prompts")  # the prompt each runtime renders, side by side
+
+
+def test_a_big_blob_is_hashed_under_a_bar_on_a_terminal(tmp_path: Path) -> None:
+    """The first check of a blob of tens of GB takes minutes: on a terminal a bar says so (in a real pty)."""
+    import hashlib
+    import pty
+
+    from tests.ollama_store import MEDIA
+
+    home = tmp_path / "home"
+    root = home / ".ollama" / "models"
+    (root / "blobs").mkdir(parents=True)
+    data = b"GGUF" + bytes(300 << 20)  # 300 MiB of written bytes (no holes), over the bar's threshold
+    digest = hashlib.sha256(data).hexdigest()
+    (root / "blobs" / f"sha256-{digest}").write_bytes(data)
+    del data
+    layer = {"mediaType": MEDIA + "model", "digest": f"sha256:{digest}", "size": (300 << 20) + 4}
+    write_manifest(root, manifest_path(root, "big"), [layer])
+    pid, fd = pty.fork()
+    if pid == 0:  # child: stdout and stderr are the terminal, 120 columns wide (a new pty has none)
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+        os.chdir(home)
+        os.execve(sys.executable, [sys.executable, "-m", "gguftpl", "scan", "--store", "ollama"], _env(home))
+    chunks = []
+    while True:
+        try:
+            got = os.read(fd, 65536)
+        except OSError:
+            break
+        if not got:
+            break
+        chunks.append(got)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    out = b"".join(chunks).decode("utf-8", "replace")
+    assert "checking the blob's sha256 (once)" in out and "/300M" in out and "Ollama model blob sha256-" in out, out
+    assert "ollama://big:latest" in out  # then the table
+    assert os.waitstatus_to_exitcode(status) in (0, 1, 2)

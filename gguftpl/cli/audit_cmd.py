@@ -179,7 +179,9 @@ def command(
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        with StderrProgress("audit") as progress:
+        from gguftpl.cli.modelarg import hash_progress
+
+        with hash_progress(), StderrProgress("audit") as progress:  # a store's blob checked first, then the audit
             run = audit_paths(list(paths), options, cache=cache, progress=progress)
         report = formatter.format(run)
     _emit(report, output, fmt, colored)

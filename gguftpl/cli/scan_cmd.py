@@ -117,7 +117,10 @@ def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...],
         from gguftpl.safeio import check_output_folder
 
         check_output_folder(output)
-    result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")))
+    from gguftpl.cli.modelarg import hash_progress
+
+    with hash_progress():
+        result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")))
     if fmt == "html":
         from gguftpl.report.scanhtml import scan_page
 

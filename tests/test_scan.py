@@ -198,6 +198,28 @@ def test_every_hostile_shape_is_its_own_error_row_and_the_scan_ends(home: Path) 
     assert doc["bytes_hashed"] < 10 << 20  # the sparse 10 GB was never hashed
 
 
+def test_a_split_gguf_is_one_model(tmp_path: Path) -> None:
+    """gguf-split's shards (NAME-0000k-of-0000n.gguf) are one model, named by shard 1 that holds the metadata, in
+    LM Studio's folder and under --path; a later shard without its first is still listed (nothing stands for it)."""
+    home = tmp_path / "home"
+    first = build_gguf(tmp_path / "first.gguf", templates={"default": CHATML})
+    rest = build_gguf(tmp_path / "rest.gguf", templates={})
+    for i, src in ((1, first), (2, rest), (3, rest)):
+        lmstudio_model(home, f"pub/Big-GGUF/big-{i:05d}-of-00003.gguf", src)
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for i, src in ((1, first), (2, rest)):
+        (folder / f"m-{i:05d}-of-00002.gguf").write_bytes(src.read_bytes())
+    (folder / "lone-00002-of-00002.gguf").write_bytes(rest.read_bytes())
+    r = run(home, "--path", str(folder), "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    assert [m["ref"] for m in json.loads(r.stdout)["models"]] == [
+        "lmstudio://pub/Big-GGUF/big-00001-of-00003.gguf",
+        str(folder / "lone-00002-of-00002.gguf"),
+        str(folder / "m-00001-of-00002.gguf"),
+    ]
+
+
 def test_scan_path_llamacpp_cache_and_empty_home(tmp_path: Path, home: Path) -> None:
     folder = tmp_path / "models"
     folder.mkdir()

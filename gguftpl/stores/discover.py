@@ -43,6 +43,20 @@ class Problem:
     error: str
 
 
+def _models(names: list[str]) -> list[str]:
+    """``names`` (paths or store-relative names) without the later shards of a split GGUF whose first shard is
+    among them: gguf-split keeps the metadata in shard 1, which stands for the set (as ``audit DIR`` counts it)."""
+    from gguftpl.gguf.shards import shard_info
+
+    have = set(names)
+    out = []
+    for n in names:
+        shard = shard_info(n)
+        if shard is None or shard.is_first or shard.first not in have:
+            out.append(n)
+    return out
+
+
 def _ollama() -> Iterator[StoreModel | Problem]:
     from gguftpl.stores import ollama
 
@@ -66,7 +80,7 @@ def _lmstudio() -> Iterator[StoreModel | Problem]:
     from gguftpl.stores import lmstudio
 
     for root in lmstudio.models_dirs():
-        for rel, _ in lmstudio.list_files(root):
+        for rel in _models([rel for rel, _ in lmstudio.list_files(root)]):
             try:
                 yield lmstudio.load(rel, root)
             except GGUFTplError as exc:
@@ -90,7 +104,7 @@ def _hf_cache() -> Iterator[StoreModel | Problem]:
         snapshots = os.path.join(root, folder, "snapshots")
         for commit in sorted(os.listdir(snapshots)) if os.path.isdir(snapshots) else []:
             rev = "" if commit == head else f"@{commit}"
-            for rel in hfcache.list_files(os.path.join(snapshots, commit)):
+            for rel in _models(hfcache.list_files(os.path.join(snapshots, commit))):
                 name = f"{repo_id}{rev or '@' + commit}/{rel}"
                 try:
                     model = hfcache.load(name, root)
@@ -115,9 +129,7 @@ def _llamacpp() -> Iterator[StoreModel | Problem]:
 def _folder(path: str, store: str = "path") -> Iterator[StoreModel | Problem]:
     for dirpath, dirs, files in os.walk(path):
         dirs.sort()
-        for f in sorted(files):
-            if not f.lower().endswith(".gguf"):
-                continue
+        for f in _models(sorted(f for f in files if f.lower().endswith(".gguf"))):
             p = os.path.join(dirpath, f)
             try:
                 st = os.stat(p)

@@ -213,6 +213,11 @@ def test_a_split_gguf_is_one_model(tmp_path: Path) -> None:
     (folder / "lone-00002-of-00002.gguf").write_bytes(rest.read_bytes())
     r = run(home, "--path", str(folder), "--format", "json")
     assert r.returncode in (0, 1), r.stderr
+    env = _env(home)
+    cmd = [sys.executable, "-m", "gguftpl", "inspect", "--format", "json", "lmstudio://pub/Big-GGUF"]
+    i = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=home)
+    assert i.returncode == 0, i.stderr  # the folder's one model: the set, by its first shard
+    assert json.loads(i.stdout)["files"][0]["path"] == "lmstudio://pub/Big-GGUF/big-00001-of-00003.gguf"
     assert [m["ref"] for m in json.loads(r.stdout)["models"]] == [
         "lmstudio://pub/Big-GGUF/big-00001-of-00003.gguf",
         str(folder / "lone-00002-of-00002.gguf"),

@@ -44,17 +44,9 @@ class Problem:
 
 
 def _models(names: list[str]) -> list[str]:
-    """``names`` (paths or store-relative names) without the later shards of a split GGUF whose first shard is
-    among them: gguf-split keeps the metadata in shard 1, which stands for the set (as ``audit DIR`` counts it)."""
-    from gguftpl.gguf.shards import shard_info
+    from gguftpl.gguf.shards import models_of
 
-    have = set(names)
-    out = []
-    for n in names:
-        shard = shard_info(n)
-        if shard is None or shard.is_first or shard.first not in have:
-            out.append(n)
-    return out
+    return models_of(names)
 
 
 def _ollama() -> Iterator[StoreModel | Problem]:

@@ -98,7 +98,9 @@ def load(name: str, cache: str | None = None) -> StoreModel:
     commit = _commit(folder, revision)
     snapshot = os.path.join(folder, "snapshots", commit)
     if filename is None:
-        files = list_files(snapshot) if os.path.isdir(snapshot) else []
+        from gguftpl.gguf.shards import models_of
+
+        files = models_of(list_files(snapshot)) if os.path.isdir(snapshot) else []  # a split GGUF: its shard 1
         if len(files) != 1:
             raise StoreError(
                 f"hf-cache://{printable(name)}: name the file, the snapshot holds {len(files)} model GGUFs "

@@ -89,7 +89,10 @@ def load(name: str, root: str | None = None) -> StoreModel:
         if len(parts) > 2:
             path = os.path.join(rdir, *parts[2:])
         else:
-            files = [p for rel, p in list_files(top) if rel.startswith(f"{parts[0]}/{parts[1]}/")]
+            from gguftpl.gguf.shards import models_of
+
+            # a split GGUF is one model: its first shard
+            files = models_of([p for rel, p in list_files(top) if rel.startswith(f"{parts[0]}/{parts[1]}/")])
             if len(files) != 1:
                 listed = ", ".join(os.path.relpath(f, rdir) for f in files) or "none"
                 raise StoreError(

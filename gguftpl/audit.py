@@ -312,7 +312,7 @@ def audit_header(
     try:
         cache.engines = runtime_engines(options.runtimes)
         loaded, audit.cached = cache.load(header, options.engine)
-        audit.upstream_repo, audit.upstream_how = loaded.upstream_repo, loaded.upstream_how
+        audit.upstream_repo, audit.upstream_how = _upstream(loaded.upstream_repo, loaded.upstream_how, store)
         audit.templates = list(loaded.facts.templates)
         ctx = FileContext(
             file=label,
@@ -320,8 +320,8 @@ def audit_header(
             vocab=loaded.vocab,
             templates=loaded.facts.templates,
             header=header,
-            upstream_repo=loaded.upstream_repo,
-            upstream_how=loaded.upstream_how,
+            upstream_repo=audit.upstream_repo,
+            upstream_how=audit.upstream_how,
             skipped=loaded.facts.skipped,
             max_analysed=limits.MAX_ANALYSED_TEXTS,
             store=store,
@@ -351,6 +351,18 @@ def audit_header(
         audit.findings = [f for f in [stopped, *also] if keep(f.code)]
     audit.seconds = time.perf_counter() - start
     return audit
+
+
+def _upstream(repo: str | None, how: str, store: StoreModel | None) -> tuple[str | None, str]:
+    """The upstream the file's metadata and the catalog give; when they give none, the repo of the Hugging Face
+    cache folder the file was downloaded into (``models--ORG--REPO``: the store says where the file came from)."""
+    if repo is not None or store is None or not store.upstream_repo:
+        return repo, how
+    from gguftpl.upstream.discover import is_quant_repo
+
+    quant = is_quant_repo(store.upstream_repo)
+    caveat = " (a GGUF repo; its templates may not be the original model's)" if quant else ""
+    return store.upstream_repo, f"from the Hugging Face cache folder it was downloaded into{caveat}; {how}"
 
 
 def _mark_upstream_own(findings: list[Finding], own: dict[str, str]) -> list[Finding]:

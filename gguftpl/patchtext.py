@@ -23,12 +23,15 @@ TOOL_PREFIX = "GT2"
 SEVERITIES = ("error", "warning", "info")
 
 
-def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int | None = PLAN_DIFF_LINES) -> str:
+def plan_text(
+    plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int | None = PLAN_DIFF_LINES, label: str | None = None
+) -> str:
     """The plan of any patch: one row per template (action, sizes, sha256 prefixes, catalog status) and a line
     for the other keys set or removed; ``show_diff`` adds a unified diff per change (capped at
-    ``max_diff_lines``) and lists the other keys one by one."""
+    ``max_diff_lines``) and lists the other keys one by one. ``label``: what the file is called (a model
+    reference such as ``ollama://NAME``, never its blob), default its path."""
     up = plan.upstream
-    lines = [f"plan for {plan.path}:" + (f" templates from {up.label} ({up.origin})" if up else "")]
+    lines = [f"plan for {label or plan.path}:" + (f" templates from {up.label} ({up.origin})" if up else "")]
     key_width = max((len(it.key) for it in plan.items), default=0)
     statuses = up.statuses if up is not None and up.statuses else {}
     for it in plan.items:
@@ -106,11 +109,11 @@ def _catalog_status_lines(plan: PatchPlan, *, every: bool = True) -> list[str]:
     return [f"  catalog {name}: {proven(up.statuses[name])}" for name in written]
 
 
-def nothing_to_change_text(plan: PatchPlan) -> str:
+def nothing_to_change_text(plan: PatchPlan, label: str | None = None) -> str:
     """The line a patch whose upstream agrees with the file starts with, before its plan."""
     up = plan.upstream
     source = f"{up.label}'s templates" if up is not None else "the templates given"
-    return f"nothing to change: {plan.path} already has {source}; nothing is written\n"
+    return f"nothing to change: {label or plan.path} already has {source}; nothing is written\n"
 
 
 def result_text(result: PatchResult) -> str:

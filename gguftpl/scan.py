@@ -74,6 +74,8 @@ class ScanEntry:
             "runtimes": {r.id: r.outcome for r in view.rows} if view else {},
             "tools_reach_prompt": {r.id: r.tools_reach_prompt for r in view.rows} if view else {},
             "drops_tools": self.dropping,
+            # an Ollama model: do Ollama's template and the GGUF's own Jinja agree about tools (None: unknown)
+            "jinja_agrees_on_tools": view.ollama.jinja_agrees if view is not None and view.ollama.manifest else None,
             "fix": self.fix(),
         }
 

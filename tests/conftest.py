@@ -183,3 +183,10 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     each test runs in a wide terminal (pytest's own output keeps the real one); the tests of the width
     (tests/test_width.py) pass --width or set COLUMNS themselves."""
     monkeypatch.setenv("COLUMNS", "10000")
+
+
+@pytest.fixture(autouse=True)
+def _no_ollama_service_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with Ollama's Linux service installed has a store in the ``ollama`` user's home, which scans and
+    ``ollama://`` references look in (gguftpl.stores.ollama): no test sees it unless it names a user of its own."""
+    monkeypatch.setenv("GGUFTPL_OLLAMA_USER", "")

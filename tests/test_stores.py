@@ -198,3 +198,53 @@ def test_verified_digest_is_remembered(home: Path, gguf: Path, monkeypatch: pyte
     resolve("ollama://m")
     assert calls == [1]
     assert json.loads(json.dumps(resolve("ollama://m").to_dict()))["store"] == "ollama"
+
+
+@pytest.fixture
+def service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A real system user standing for the ``ollama`` one Ollama's Linux installer creates (``useradd -r -d
+    HOME``), under a name of its own (``GGUFTPL_OLLAMA_USER``) so that no other test ever sees its store."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("needs root and useradd to create the service user")
+    name = f"gtsvc{os.getpid() % 100000}"
+    home = tmp_path / "service-home"
+    subprocess.run(["useradd", "-r", "-s", "/bin/false", "-M", "-d", str(home), name], check=True)
+    try:
+        monkeypatch.setenv("GGUFTPL_OLLAMA_USER", name)
+        yield home
+    finally:
+        subprocess.run(["userdel", name], check=False)
+
+
+def test_the_linux_service_store_is_looked_in_after_the_users_own(
+    home: Path, gguf: Path, service_user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gguftpl.stores.discover import discover
+
+    ollama_model(home / ".ollama" / "models", "mine", gguf)
+    service = service_user / ".ollama" / "models"
+    ollama_model(service, "pulled", gguf, template=CHATML_GO)
+    m = resolve("ollama://pulled")
+    assert m.root == str(service) and m.ref == "ollama://pulled:latest" and m.ollama.template == CHATML_GO
+    assert resolve("ollama://mine").root == str(home / ".ollama" / "models")
+    found = discover(["ollama"])
+    assert [(f.ref, f.root) for f in found] == [
+        ("ollama://mine:latest", str(home / ".ollama" / "models")),
+        ("ollama://pulled:latest", str(service)),
+    ]
+    with pytest.raises(StoreError, match="no such model in the Ollama stores"):
+        resolve("ollama://nowhere")
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "gguftpl", "scan", "--store", "ollama", "--format", "json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ), cwd=home)
+    assert r.returncode in (0, 1), r.stderr  # the command finds it as the library does
+    assert [m["ref"] for m in json.loads(r.stdout)["models"]] == ["ollama://mine:latest", "ollama://pulled:latest"]
+    monkeypatch.setenv("OLLAMA_MODELS", str(home / ".ollama" / "models"))  # the user named the store: that one only
+    assert [f.ref for f in discover(["ollama"])] == ["ollama://mine:latest"]
+    with pytest.raises(StoreError, match="no such model in the Ollama store "):
+        resolve("ollama://pulled")

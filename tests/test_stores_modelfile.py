@@ -97,3 +97,22 @@ def test_modelfile_never_goes_into_the_store(store: Path) -> None:
     assert r.returncode == 2 and "inside Ollama's store" in r.stderr and not (store / "fix").exists()
     r = run(store, "ollama://hermes-test", "--ollama-modelfile", "x", "--in-place")
     assert r.returncode == 2 and "Modelfile only" in r.stderr
+
+
+def test_a_template_ollama_would_not_render_is_refused_with_the_reason(store: Path, tmp_path: Path) -> None:
+    # OLLAMA_GO_TEMPLATE=false: Ollama runs the GGUF's own Jinja, whatever TEMPLATE the Modelfile gives
+    env = {k: v for k, v in os.environ.items() if k != "OLLAMA_GO_TEMPLATE"}
+    env.update(OLLAMA_MODELS=str(store), OLLAMA_GO_TEMPLATE="false")
+    out = tmp_path / "fix"
+    cmd = [sys.executable, "-m", "gguftpl", "patch", "ollama://hermes-test", "--ollama-modelfile", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 2 and not (out / "Modelfile").exists(), r.stdout
+    (line,) = r.stderr.splitlines()
+    assert "Ollama would not render the new TEMPLATE" in line and "OLLAMA_GO_TEMPLATE" in line, line
+    # a GGUF FROM names whose own Jinja shows more capabilities than the new TEMPLATE (PreferChatTemplate) is
+    # decided on that GGUF's template, not the blob's: here both read tools and the TEMPLATE has the round trip
+    tool_use = (HERMES / "NousResearch-Hermes-2-Pro-Mistral-7B.tool_use.jinja").read_text(encoding="utf-8")
+    fixed = build_gguf(tmp_path / "fixed.gguf", templates={"default": tool_use})
+    r = run(store, "ollama://hermes-test", "--ollama-modelfile", str(out), "--ollama-from", str(fixed))
+    assert r.returncode == 0, r.stderr
+    assert f"FROM {fixed}" in (out / "Modelfile").read_text(encoding="utf-8")

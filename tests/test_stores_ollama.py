@@ -65,6 +65,7 @@ def test_hermes_test_ollama_drops_the_tools_its_tool_use_renders(store: Path, he
     (gt703,) = [f for f in fa.findings if f.code == "GT703"]
     assert gt703.location.file == "ollama://hermes-test:latest" and "tool_use" in gt703.message
     assert "sha256-" not in gt703.message and "--ollama-modelfile" in (gt703.fix or "")
+    assert gt703.message.count("tool_use") == 1, gt703.message  # the GGUF's side said once
 
 
 def test_a_template_that_renders_the_tools(store: Path, hermes: Path) -> None:
@@ -91,6 +92,7 @@ def test_go_template_env_forces_native(store: Path, hermes: Path, monkeypatch: p
     row = _audit("ollama://hermes-test").runtimes.row("ollama")
     # native: the Hermes ChatML default never says 'tools', so Ollama refuses before llama-server sees tool_use
     assert row.template == "default" and row.outcome == "refused" and "never says 'tools'" in row.reason
+    assert row.reason.startswith("OLLAMA_GO_TEMPLATE is set false, so Ollama leaves the TEMPLATE layer")
 
 
 def test_a_renderer_is_not_guessed(store: Path, hermes: Path) -> None:
@@ -98,3 +100,34 @@ def test_a_renderer_is_not_guessed(store: Path, hermes: Path) -> None:
     ollama_model(store, "coder", hermes, template=CHATML_GO, config=config)
     row = _audit("ollama://coder").runtimes.row("ollama")
     assert row.outcome == "unknown" and "renderer 'qwen3-coder'" in row.reason
+
+
+def test_the_row_says_whether_ollama_and_the_ggufs_jinja_agree_about_tools(store: Path, hermes: Path) -> None:
+    ollama_model(store, "hermes-test", hermes, template=CHATML_GO, params=CHATML_PARAMS)
+    ollama_model(store, "good", hermes, template=TOOLS_GO, params=CHATML_PARAMS)
+    bad, good = _audit("ollama://hermes-test"), _audit("ollama://good")
+    assert bad.runtimes.ollama.jinja_agrees is False and good.runtimes.ollama.jinja_agrees is True
+    (bad_row,) = [d for d in bad.runtimes.to_list() if d["id"] == "ollama"]
+    (good_row,) = [d for d in good.runtimes.to_list() if d["id"] == "ollama"]
+    assert bad_row["ollama"]["jinja_agrees_on_tools"] is False and good_row["ollama"]["jinja_agrees_on_tools"] is True
+    assert "the GGUF's own Jinja (its tool_use, by llama.cpp's engine) puts the tool schemas in the prompt" in (
+        bad.runtimes.row("ollama").reason
+    )
+    assert "Ollama and the GGUF's own Jinja disagree about tools" in bad.runtimes.row("ollama").reason
+    assert "they agree about tools" in good.runtimes.row("ollama").reason
+    # the stop lines and the commit still close the reason
+    assert bad.runtimes.row("ollama").reason.endswith(")") and "(ollama@" in bad.runtimes.row("ollama").reason
+
+
+def test_the_html_prompts_never_show_the_curated_template_for_a_model_ollama_has(store: Path, tmp_path: Path) -> None:
+    from gguftpl.report.htmlparts import file_prompts
+    from tests.conftest import CHATML
+
+    # ChatML: an import would get Ollama's curated chatml, whose prompt the report has; this model has its own
+    gguf = build_gguf(tmp_path / "chatml.gguf", templates={"default": CHATML})
+    ollama_model(store, "mine", gguf, template=TOOLS_GO)
+    fa = _audit("ollama://mine")
+    assert fa.runtimes.row("ollama").template == "TEMPLATE layer (Go)"
+    prompts, elsewhere = file_prompts(fa)
+    shown = [name for t in prompts for p in t.panels for name, _ in p.runtimes]
+    assert "Ollama" not in shown and "Ollama" in [r.name for r in elsewhere]

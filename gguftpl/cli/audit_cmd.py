@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gguftpl.cli.modelarg import hash_progress
 from gguftpl.cli.output import StderrProgress, echo, echo_json_text, output_width, use_color, width_option
 from gguftpl.report import format_names
 
@@ -179,7 +180,7 @@ def command(
         run = result.run
         report = formatter.format(run, result.context())
     else:
-        with StderrProgress("audit") as progress:
+        with hash_progress(), StderrProgress("audit") as progress:  # a store's blob checked first, then the audit
             run = audit_paths(list(paths), options, cache=cache, progress=progress)
         report = formatter.format(run)
     _emit(report, output, fmt, colored)

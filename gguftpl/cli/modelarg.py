@@ -9,6 +9,8 @@ store (``patch``). A reference that cannot be resolved safely is the store's one
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,9 +18,24 @@ import click
 if TYPE_CHECKING:
     from gguftpl.stores import StoreModel
 
-__all__ = ["LOCAL_MODEL", "MODEL", "ModelArg", "store_model"]
+__all__ = ["LOCAL_MODEL", "MODEL", "ModelArg", "hash_progress", "store_model"]
 
 _KEY = "gguftpl.store_models"
+
+
+@contextmanager
+def hash_progress() -> Iterator[None]:
+    """A bar on a terminal's stderr while a store's blob is checked against its sha256 (a big one, the first time:
+    minutes for tens of GB); nothing elsewhere."""
+    from gguftpl.cli.output import StderrProgress
+    from gguftpl.stores.safety import HASH_PROGRESS
+
+    with StderrProgress("checking the blob's sha256 (once)", in_bytes=True) as bar:
+        token = HASH_PROGRESS.set(bar if bar.enabled else None)
+        try:
+            yield
+        finally:
+            HASH_PROGRESS.reset(token)
 
 
 class ModelArg(click.ParamType):
@@ -33,7 +50,8 @@ class ModelArg(click.ParamType):
 
         if not isinstance(value, str) or not is_ref(value):
             return self.path.convert(value, param, ctx) if self.path is not None else value
-        model = resolve(value)
+        with hash_progress():
+            model = resolve(value)
         if ctx is not None:
             ctx.meta.setdefault(_KEY, {})[model.path] = model
         return model.path

@@ -12,14 +12,16 @@ from gguftpl.errors import UsageError
 __all__ = ["write_modelfile"]
 
 
-def _specials(path: str) -> tuple[str, str]:
+def _specials(path: str) -> tuple[tuple[str, str], str | None]:
+    """(bos, eos) texts of the GGUF at ``path`` and its ``tokenizer.chat_template`` (None: it has none)."""
     from gguftpl.gguf.reader import read_header
     from gguftpl.gguf.templateset import load_templateset, special_token_text
 
     header = read_header(path)
     try:
         tset = load_templateset(header)
-        return special_token_text(tset, "bos"), special_token_text(tset, "eos")
+        default = tset.default.text if tset.default is not None else None
+        return (special_token_text(tset, "bos"), special_token_text(tset, "eos")), default
     finally:
         header.close()
 
@@ -49,7 +51,8 @@ def write_modelfile(file: str, folder: str | None, source: str | None, force: bo
         raise UsageError(f"--ollama-modelfile {folder} is inside Ollama's store ({top}); write it elsewhere")
     options = AuditOptions(select=("GT7",))
     fa = audit_file(model.path, options, label=model.ref, cache=AnalysisCache.on_disk(), store=model)
-    mf = ollama_modelfile(model, fa.templates, _specials(model.path), source)
+    specials, default = _specials(source or model.path)  # what Ollama reads is the GGUF FROM names
+    mf = ollama_modelfile(model, fa.templates, specials, source, default)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "Modelfile")
     if os.path.lexists(path) and not force:

@@ -264,13 +264,14 @@ def _patch_file(file: str, a: PatchArgs) -> None:
     keep = {"provenance": not a.no_provenance, "audit": not a.no_audit, "allow_new_errors": a.allow_new_errors}
     options = PatchOptions(in_place=a.in_place, force=a.force, **keep)
     source = a.source()
-    _refuse_store_writes(file, a.out, a.in_place)
+    _refuse_store_writes(file, a.out, a.in_place, a.dry_run)
+    label = _label(file)
     if a.accept_differences and not a.tools_in_default:
         raise UsageError("--accept-differences goes with --tools-in-default")
     if a.tools_in_default:
         if a.templates or a.remove:
             raise UsageError("--tools-in-default cannot be combined with --template/--remove; patch twice instead")
-        _tools_in_default(file, a.out, source, a.only, options, a.dry_run, a.accept_differences, a.show_diff)
+        _tools_in_default(file, a.out, source, a.only, options, a.dry_run, a.accept_differences, a.show_diff, label)
         return
     if source is None:
         unused = [name for name, v in (("revision", a.revision), ("only", a.only)) if v]
@@ -287,11 +288,11 @@ def _patch_file(file: str, a: PatchArgs) -> None:
         plan = plan_upstream_patch(file, source, only=only, remove=a.remove, provenance=options.provenance)
         for w in plan.warnings:
             echo(f"gguftpl: {w}", err=True)
-        echo(f"{file}: {plan.how_found}")
+        echo(f"{label}: {plan.how_found}")
     else:
         plan = plan_from_files(file, texts, a.remove, template_files=files, provenance=options.provenance)
-    _say_nothing_to_change(plan)
-    echo(plan_text(plan, show_diff=wants_diff(plan, a.show_diff)), nl=False)
+    _say_nothing_to_change(plan, label)
+    echo(plan_text(plan, show_diff=wants_diff(plan, a.show_diff), label=label), nl=False)
     if a.dry_run:
         echo("dry run: nothing written")
         return
@@ -301,10 +302,19 @@ def _patch_file(file: str, a: PatchArgs) -> None:
     _store_note(file, a.out)
 
 
-def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
+def _label(file: str) -> str:
+    """What the patch's lines call the source: the reference it was resolved from, else the path."""
+    from gguftpl.cli.modelarg import store_model
+
+    model = store_model(file)
+    return model.ref if model is not None else file
+
+
+def _refuse_store_writes(file: str, out: str | None, in_place: bool, dry_run: bool = False) -> None:
     """A model from a store is read, never written: no ``--in-place`` (an Ollama blob is named by its content, an
-    HF snapshot is shared by every revision that has the file), and no output inside Ollama's or the cache's
-    folder. An LM Studio copy may go into its models folder: that is where LM Studio finds it."""
+    HF snapshot is shared by every revision that has the file), a ``-o`` always (the generic "or --in-place" would
+    point at what is refused), and no output inside Ollama's or the cache's folder. An LM Studio copy may go into
+    its models folder: that is where LM Studio finds it."""
     from gguftpl.cli.modelarg import store_model
 
     model = store_model(file)
@@ -312,6 +322,11 @@ def _refuse_store_writes(file: str, out: str | None, in_place: bool) -> None:
         return
     if in_place:
         raise UsageError(f"{model.ref} is in {model.store}'s store: it is never patched in place; give -o OUT.gguf")
+    if out is None and not dry_run:
+        raise UsageError(
+            f"{model.ref} is in {model.store}'s store, which gguftpl never writes: give -o OUT.gguf for the "
+            "repaired copy"
+        )
     if out is not None and model.content_addressed:
         real_out = os.path.realpath(os.path.dirname(os.path.abspath(out)))
         top = os.path.realpath(model.root)
@@ -350,6 +365,7 @@ def _tools_in_default(
     dry_run: bool,
     accept: bool,
     show_diff: bool = False,
+    label: str | None = None,
 ) -> None:
     """plan (and prove by rendering) -> print plan and proof -> refuse differences unless accepted -> carry out."""
     from gguftpl.patching import plan_tools_in_default, run_patch
@@ -365,10 +381,10 @@ def _tools_in_default(
     for w in plan.warnings:
         echo(f"gguftpl: {w}", err=True)
     if source is not None:
-        echo(f"{file}: {plan.how_found}")
+        echo(f"{label or file}: {plan.how_found}")
     if made is None:
-        _say_nothing_to_change(plan)
-    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff)), nl=False)
+        _say_nothing_to_change(plan, label)
+    echo(plan_text(plan, show_diff=wants_diff(plan, show_diff), label=label), nl=False)
     if made is None:
         echo("--tools-in-default: upstream's default already puts the tool schemas in the prompt; kept as it is")
     else:
@@ -383,13 +399,13 @@ def _tools_in_default(
     _store_note(file, out)
 
 
-def _say_nothing_to_change(plan: Any) -> None:
+def _say_nothing_to_change(plan: Any, label: str | None = None) -> None:
     """A patch that would write nothing says so before its plan: one line and exit 2 when the templates given are
     the file's own; the line, then the plan's rows and "nothing written" (exit 0) when upstream agrees."""
     from gguftpl.patching import NOTHING_TO_CHANGE
     from gguftpl.patchtext import nothing_to_change_text
 
     if plan.agrees:
-        echo(nothing_to_change_text(plan), nl=False)
+        echo(nothing_to_change_text(plan, label), nl=False)
     elif plan.writes_nothing:
         raise PatchError(NOTHING_TO_CHANGE)

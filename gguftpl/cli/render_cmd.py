@@ -89,8 +89,16 @@ def command(
             sources.close()
     if no_tools:
         tools = []
+    from gguftpl.cli.modelarg import store_model
+
     result = render_prompt(
-        file, engine=engine, template=template, messages=messages, tools=tools, load_weights=load_weights
+        file,
+        engine=engine,
+        template=template,
+        messages=messages,
+        tools=tools,
+        load_weights=load_weights,
+        store=store_model(file),
     )
     if raw:
         sys.stdout.write(result.prompt)

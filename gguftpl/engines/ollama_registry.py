@@ -68,6 +68,11 @@ class OllamaPrediction:
     distance: int | None = None
     """Levenshtein distance to that entry (None: no default, or none below :data:`MATCH_BELOW`)."""
     commit: str = OLLAMA_COMMIT
+    manifest: bool = False
+    """Read from the manifest of a model Ollama already has (``ollama://NAME``), not predicted for an import."""
+    jinja_agrees: bool | None = None
+    """With :attr:`manifest`: Ollama and the GGUF's own Jinja (what llama.cpp and the runtimes on it render for
+    a tools request) agree on whether the tool schemas reach the prompt; None when either is unknown."""
 
     @property
     def substituted(self) -> bool:
@@ -81,7 +86,7 @@ class OllamaPrediction:
             "nearest_entry": self.match,
             "distance": self.distance,
             "advertises_tools": self.advertises_tools,
-        }
+        } | ({"manifest": True, "jinja_agrees_on_tools": self.jinja_agrees} if self.manifest else {})
 
 
 # ------------------------------------------------------------------------------------------------ the registry

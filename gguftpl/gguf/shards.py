@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ShardInfo", "shard_info"]
+__all__ = ["ShardInfo", "models_of", "shard_info"]
 
 # gguf-split names shards "%s-%05d-of-%05d.gguf" (llama.cpp llama_split_path)
 _SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
@@ -42,3 +42,15 @@ def shard_info(name: str) -> ShardInfo | None:
         return None
     first = f"{m.group('stem')}-{1:05d}-of-{count:05d}.gguf"
     return ShardInfo(no, count, f"{head}{sep}{first}")
+
+
+def models_of(names: list[str]) -> list[str]:
+    """``names`` (file names or paths) without the later shards of a split GGUF whose first shard is among them:
+    shard 1 holds the metadata and stands for the set; a later shard without its first is kept."""
+    have = set(names)
+    out = []
+    for n in names:
+        shard = shard_info(n)
+        if shard is None or shard.is_first or shard.first not in have:
+            out.append(n)
+    return out

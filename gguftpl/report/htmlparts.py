@@ -128,6 +128,8 @@ def _source(row: RuntimeRow, facts: Mapping[str, TemplateFacts]) -> tuple[str, s
     if row.template in facts:
         # Ollama renders the GGUF's own Jinja through its bundled llama-server (the ollama engine is Go's)
         return row.template, "llamacpp" if row.engine == "ollama" else row.engine
+    if row.engine == "ollama" and row.template in ("TEMPLATE layer (Go)", "renderer"):
+        return None  # a model Ollama has: its manifest's TEMPLATE (or Go renderer), not the curated one an import gets
     default = facts.get("default")
     if row.engine == "ollama" and default is not None:
         e = default.engines.get("ollama")

@@ -142,9 +142,11 @@ def ollama_template_drops_tools(ctx: FileContext) -> Iterator[Finding]:
         return
     own = "its default" if default_renders else "its tool_use"
     row = ctx.runtimes.row("ollama")
+    # the row already says when the GGUF's own Jinja renders them (the two disagree): not said twice
+    tail = "" if o.jinja_agrees is False else f"; the GGUF's own template ({own}) renders them"
     yield ctx.finding(
         OLLAMA_TEMPLATE_DROPS_TOOLS,
-        f"Ollama drops the tools of {ctx.store.ref}: {row.reason}; the GGUF's own template ({own}) renders them",
+        f"Ollama drops the tools of {ctx.store.ref}: {row.reason}{tail}",
         evidence=runtime_lines(ctx) + "\n\nTEMPLATE layer:\n" + (ctx.store.ollama.template or "")[:2000],
         fix=f"gguftpl patch {ctx.quoted()} --ollama-modelfile DIR",
         runtime="Ollama",

@@ -87,6 +87,20 @@ def _prove(go: EngineFacts, before: str | None) -> list[str]:
     return lines
 
 
+def _kept(model: StoreModel, text: str, from_default: str | None) -> None:
+    """PatchError unless Ollama, given the new TEMPLATE, renders it (``ollamamanifest.mode`` on the manifest ``ollama
+    create`` writes): ``OLLAMA_GO_TEMPLATE`` set false, or a GGUF Jinja that shows more capabilities
+    (PreferChatTemplate), would drop it for the GGUF's own template and the proof above would be of nothing."""
+    from dataclasses import replace
+
+    from gguftpl.runtimes.ollamamanifest import mode
+
+    assert model.ollama is not None
+    how, why = mode(replace(model.ollama, template=text), from_default)
+    if how != "template":
+        raise PatchError(f"{model.ref}: Ollama would not render the new TEMPLATE, so it cannot fix the tools: {why}")
+
+
 def _quoted(value: str, what: str) -> str:
     if '"""' in value:
         raise PatchError(f'the {what} holds """, which a Modelfile cannot quote')
@@ -109,10 +123,15 @@ def _params(params: dict[str, Any], stops: tuple[str, ...]) -> list[str]:
 
 
 def ollama_modelfile(
-    model: StoreModel, templates: list[TemplateFacts], specials: tuple[str, str] = ("", ""), source: str | None = None
+    model: StoreModel,
+    templates: list[TemplateFacts],
+    specials: tuple[str, str] = ("", ""),
+    source: str | None = None,
+    from_default: str | None = None,
 ) -> Modelfile:
     """The Modelfile that gives Ollama model ``model`` a TEMPLATE rendering its tools (``templates``: the facts of
-    its GGUF's templates; ``source``: the GGUF ``FROM`` names, default the model's own blob)."""
+    its GGUF's templates; ``source``: the GGUF ``FROM`` names, default the model's own blob; ``from_default``: that
+    GGUF's ``tokenizer.chat_template``, which Ollama may prefer to the TEMPLATE)."""
     from gguftpl.templates.enginefacts import go_template_facts
 
     layers = model.ollama
@@ -131,6 +150,7 @@ def ollama_modelfile(
         old = go_template_facts(layers.template, *specials)
         before = old.text(probes.PLAIN)
     proof = _prove(go_template_facts(text, *specials), before)
+    _kept(model, text, from_default)
     default = next((t for t in templates if t.name == "default"), None)
     stops = tuple(layers.stops)
     eot = own.end_of_turn or (default.end_of_turn if default is not None else None)

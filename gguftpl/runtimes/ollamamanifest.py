@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gguftpl.runtimes.rows import DROPPED, FAILS, PROMPT, REFUSED, UNKNOWN, RuntimeRow
+from gguftpl.runtimes.rows import DROPPED, FAILS, LLAMACPP, PROMPT, REFUSED, UNKNOWN, RuntimeRow
 from gguftpl.templates import probes
 
 if TYPE_CHECKING:
@@ -68,16 +68,24 @@ def mode(layers: OllamaLayers, default_text: str | None) -> tuple[str, str]:
         return "renderer", f"the config names the {which}: Ollama's own Go code renders the prompt"
     if layers.template is not None:
         env = go_template_env()
-        if env is not None:
-            if env:
-                return "template", "the manifest has a TEMPLATE layer and OLLAMA_GO_TEMPLATE is set true"
-        elif not (default_text and reg._prefers_jinja(default_text, reg.go_template("TEMPLATE", layers.template))):
-            return "template", "Ollama renders the manifest's TEMPLATE layer (Go template)"
-        else:
-            return "native", (
-                "the GGUF's Jinja shows more capabilities than the TEMPLATE layer (PreferChatTemplate), so Ollama "
-                "runs it through its bundled llama-server"
+        if env:
+            return "template", "the manifest has a TEMPLATE layer and OLLAMA_GO_TEMPLATE is set true"
+        if env is False and not default_text:
+            return (
+                "none",
+                "OLLAMA_GO_TEMPLATE is set false (the TEMPLATE layer is left) and there is no tokenizer.chat_template",
             )
+        if env is False:
+            return "native", (
+                "OLLAMA_GO_TEMPLATE is set false, so Ollama leaves the TEMPLATE layer and runs the GGUF's own Jinja "
+                "through its bundled llama-server"
+            )
+        if not (default_text and reg._prefers_jinja(default_text, reg.go_template("TEMPLATE", layers.template))):
+            return "template", "Ollama renders the manifest's TEMPLATE layer (Go template)"
+        return "native", (
+            "the GGUF's Jinja shows more capabilities than the TEMPLATE layer (PreferChatTemplate), so Ollama "
+            "runs it through its bundled llama-server"
+        )
     if default_text:
         return "native", "no TEMPLATE layer: Ollama runs the GGUF's own Jinja through its bundled llama-server"
     return "none", "no TEMPLATE layer and no tokenizer.chat_template"
@@ -145,22 +153,44 @@ def manifest_row(
     tail = f"{_stops(m.layers, default.end_of_turn if default is not None else None)} (ollama@{OLLAMA_COMMIT[:7]})"
     if how == "renderer":
         row = _row(p, "renderer", None, f"{lead}; gguftpl does not run Ollama's renderers{tail}", UNKNOWN)
-        return row, OllamaPrediction("unknown", "renderer", None, False, row.reason)
-    if how == "template":
+        prediction = OllamaPrediction("unknown", "renderer", None, False, row.reason)
+    elif how == "template":
         from gguftpl.templates.enginefacts import go_template_facts
 
         go = go_template_facts(m.layers.template or "", *specials)
         row = _go_row(p, lead, tail, go, refusal)
-        return row, OllamaPrediction(
+        prediction = OllamaPrediction(
             "template", TEMPLATE_LABEL, row.tools_reach_prompt, bool(go.reads_tools), row.reason
         )
-    if how == "none" or not jinja_advertises_tools(default_text or ""):
+    elif how == "none" or not jinja_advertises_tools(default_text or ""):
         words = "; the GGUF's template never says 'tools' or 'tool_call'" if default_text else ""
         reason = f"{lead}{words}: Ollama refuses a tools request with HTTP 400 '{refusal}'{tail}"
         row = _row(p, "default" if default_text else "none", False, reason, REFUSED, error=refusal)
-        return row, OllamaPrediction("jinja" if default_text else "none", row.template, False, False, row.reason)
-    from dataclasses import replace
+        prediction = OllamaPrediction("jinja" if default_text else "none", row.template, False, False, row.reason)
+    else:
+        native = rowverdicts.llamacpp_row(p, facts, texts)
+        row = replace(native, reason=f"{lead}; llama-server {native.reason}{tail}")
+        prediction = OllamaPrediction("jinja", row.template, row.tools_reach_prompt, True, row.reason)
+    return _agreement(row, prediction, facts, texts, tail)
 
-    native = rowverdicts.llamacpp_row(p, facts, texts)
-    row = replace(native, reason=f"{lead}; llama-server {native.reason}{tail}")
-    return row, OllamaPrediction("jinja", row.template, row.tools_reach_prompt, True, row.reason)
+
+def _agreement(
+    row: RuntimeRow, prediction: OllamaPrediction, facts: Mapping[str, TemplateFacts], texts: Mapping[str, str],
+    tail: str,
+) -> tuple[RuntimeRow, OllamaPrediction]:  # fmt: skip
+    """The row and prediction saying whether Ollama and the GGUF's own Jinja (rendered by llama.cpp's engine, as
+    every runtime on llama.cpp takes it: ``tool_use`` for a tools request) agree about the tools."""
+    from gguftpl.runtimes import rowverdicts
+    from gguftpl.runtimes.profiles import profile
+
+    own = rowverdicts.llamacpp_row(profile(LLAMACPP), facts, texts)
+    which = f"its {own.template}" if own.template in ("default", "tool_use") else "llama.cpp's fallback"
+    if own.tools_reach_prompt is None or row.tools_reach_prompt is None:
+        agrees, clause = None, f"; whether the GGUF's own Jinja ({which}) agrees about tools is unknown"
+    else:
+        agrees = own.tools_reach_prompt == row.tools_reach_prompt
+        does = "puts the tool schemas in the prompt" if own.tools_reach_prompt else "loses the tools"
+        verdict = "they agree about tools" if agrees else "Ollama and the GGUF's own Jinja disagree about tools"
+        clause = f"; the GGUF's own Jinja ({which}, by llama.cpp's engine) {does}: {verdict}"
+    reason = row.reason[: -len(tail)] + clause + tail if row.reason.endswith(tail) else row.reason + clause
+    return replace(row, reason=reason), replace(prediction, reason=reason, manifest=True, jinja_agrees=agrees)

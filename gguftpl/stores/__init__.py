@@ -22,7 +22,7 @@ def resolve(spec: str) -> StoreModel:
     if ref.store == "ollama":
         from gguftpl.stores import ollama
 
-        return ollama.load(None, ollama.parse_name(ref.name))
+        return ollama.find(ollama.parse_name(ref.name))
     if ref.store == "lmstudio":
         from gguftpl.stores import lmstudio
 

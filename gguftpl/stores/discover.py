@@ -5,7 +5,8 @@ Where each store is comes from its module (:mod:`.ollama`, :mod:`.lmstudio`, :mo
 ``models--ORG--REPO`` gives ``ORG/REPO`` back as huggingface_hub's ``scan_cache_dir`` does (the type prefix cut, then
 ``--`` read as ``/``; ``huggingface_hub/utils/_cache_manager.py``, 2.4.0). llama.cpp's cache (``-hf`` downloads) is
 ``$LLAMA_CACHE``, else ``$XDG_CACHE_HOME/llama.cpp``, else ``$HOME/.cache/llama.cpp`` on Linux (llama.cpp
-``common/common.cpp::fs_get_cache_directory``, read from a code search index, commit not named); its GGUFs have no
+``common/common.cpp::fs_get_cache_directory`` @17fce9be15411587700cda558a626e9f53e54a0b: ``LLAMA_CACHE`` as it is,
+else ``XDG_CACHE_HOME`` or ``HOME/.cache``, then ``llama.cpp``); its GGUFs have no
 reference scheme and are named by path. A model the store cannot give safely is
 kept as a :class:`Problem` (its reference and the one-line reason), never the end of the scan.
 """
@@ -13,6 +14,7 @@ kept as a :class:`Problem` (its reference and the one-line reason), never the en
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -41,22 +43,36 @@ class Problem:
     error: str
 
 
+def _models(names: list[str]) -> list[str]:
+    from gguftpl.gguf.shards import models_of
+
+    return models_of(names)
+
+
 def _ollama() -> Iterator[StoreModel | Problem]:
     from gguftpl.stores import ollama
 
-    root = ollama.models_dir()
-    for name in ollama.list_names(root):
+    for root in ollama.models_dirs():
         try:
-            yield ollama.load(root, name)
-        except GGUFTplError as exc:
-            yield Problem(f"ollama://{ollama.display(name)}", "ollama", str(exc))
+            os.stat(os.path.join(root, "manifests"))
+        except FileNotFoundError:
+            continue  # no store there
+        except OSError as exc:  # there, but not readable: say so rather than list nothing
+            why = f"cannot read the Ollama store {root}: {exc.strerror or exc}"
+            yield Problem(f"ollama:// ({root})", "ollama", why)
+            continue
+        for name in ollama.list_names(root):
+            try:
+                yield ollama.load(root, name)
+            except GGUFTplError as exc:
+                yield Problem(f"ollama://{ollama.display(name)}", "ollama", str(exc))
 
 
 def _lmstudio() -> Iterator[StoreModel | Problem]:
     from gguftpl.stores import lmstudio
 
     for root in lmstudio.models_dirs():
-        for rel, _ in lmstudio.list_files(root):
+        for rel in _models([rel for rel, _ in lmstudio.list_files(root)]):
             try:
                 yield lmstudio.load(rel, root)
             except GGUFTplError as exc:
@@ -72,16 +88,15 @@ def _hf_cache() -> Iterator[StoreModel | Problem]:
         if not folder.startswith("models--"):
             continue
         repo_id = folder[len("models--") :].replace("--", "/")
-        main = os.path.join(root, folder, "refs", "main")
-        try:
-            with open(main, encoding="ascii") as fh:
-                head = fh.read(64).strip()
-        except (OSError, UnicodeDecodeError):
-            head = ""
+        try:  # read as any cache ref is: inside the folder, a small regular file (a FIFO would block a plain open)
+            head = hfcache.main_commit(os.path.join(root, folder)) or ""
+        except GGUFTplError as exc:
+            yield Problem(f"hf-cache://{repo_id}", "hf-cache", str(exc))
+            continue
         snapshots = os.path.join(root, folder, "snapshots")
         for commit in sorted(os.listdir(snapshots)) if os.path.isdir(snapshots) else []:
             rev = "" if commit == head else f"@{commit}"
-            for rel in hfcache.list_files(os.path.join(snapshots, commit)):
+            for rel in _models(hfcache.list_files(os.path.join(snapshots, commit))):
                 name = f"{repo_id}{rev or '@' + commit}/{rel}"
                 try:
                     model = hfcache.load(name, root)
@@ -106,14 +121,15 @@ def _llamacpp() -> Iterator[StoreModel | Problem]:
 def _folder(path: str, store: str = "path") -> Iterator[StoreModel | Problem]:
     for dirpath, dirs, files in os.walk(path):
         dirs.sort()
-        for f in sorted(files):
-            if not f.lower().endswith(".gguf"):
-                continue
+        for f in _models(sorted(f for f in files if f.lower().endswith(".gguf"))):
             p = os.path.join(dirpath, f)
             try:
                 st = os.stat(p)
             except OSError as exc:
                 yield Problem(p, store, f"cannot read {p}: {exc.strerror or exc}")
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device named *.gguf: never opened
+                yield Problem(p, store, f"{p} is not a regular file: not read")
                 continue
             yield StoreModel(p, store, p, st.st_size, path, (st.st_dev, st.st_ino))
 

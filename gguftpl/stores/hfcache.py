@@ -27,7 +27,7 @@ from gguftpl.safeio import printable
 from gguftpl.stores.model import StoreModel
 from gguftpl.stores.safety import check_blob, inside, read_small
 
-__all__ = ["list_files", "load", "parse", "repo_folder"]
+__all__ = ["list_files", "load", "main_commit", "parse", "repo_folder"]
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -57,7 +57,7 @@ def _commit(folder: str, revision: str) -> str:
         return revision
     refs = os.path.join(folder, "refs")
     ref = os.path.join(refs, revision)
-    if not os.path.isfile(ref):
+    if not os.path.lexists(ref):  # anything else there (a FIFO, a folder) is read_small's one-line refusal
         raise StoreError(
             f"revision {printable(revision)} is not in the cache ({printable(folder)} has no refs/{revision})"
         )
@@ -65,6 +65,14 @@ def _commit(folder: str, revision: str) -> str:
     if not _COMMIT.match(commit):
         raise StoreError(f"cache ref {printable(ref)} does not hold a commit")
     return commit
+
+
+def main_commit(folder: str) -> str | None:
+    """The commit ``refs/main`` of a cached repo folder holds, None when the cache has no ``main`` (only
+    revisions fetched by commit); :class:`StoreError` for a ref that is not a small regular file holding one."""
+    if not os.path.lexists(os.path.join(folder, "refs", "main")):
+        return None
+    return _commit(folder, "main")
 
 
 def _is_model(name: str) -> bool:
@@ -90,7 +98,9 @@ def load(name: str, cache: str | None = None) -> StoreModel:
     commit = _commit(folder, revision)
     snapshot = os.path.join(folder, "snapshots", commit)
     if filename is None:
-        files = list_files(snapshot) if os.path.isdir(snapshot) else []
+        from gguftpl.gguf.shards import models_of
+
+        files = models_of(list_files(snapshot)) if os.path.isdir(snapshot) else []  # a split GGUF: its shard 1
         if len(files) != 1:
             raise StoreError(
                 f"hf-cache://{printable(name)}: name the file, the snapshot holds {len(files)} model GGUFs "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from gguftpl.errors import StoreError
-from gguftpl.safeio import printable
+from gguftpl.safeio import open_regular, printable
 from gguftpl.stores.model import StoreModel
 from gguftpl.stores.safety import follow
 
@@ -31,13 +31,13 @@ def homes() -> list[str]:
     user = os.path.expanduser("~")
     out: list[str] = []
     pointer = os.path.join(user, _POINTER)
-    try:
-        with open(pointer, encoding="utf-8") as fh:
-            pointed = fh.read(4096).strip()
+    try:  # never a plain open: a FIFO there would block the scan for good
+        with open_regular(pointer, what="LM Studio home pointer", error=StoreError) as fh:
+            pointed = fh.read(4096).decode("utf-8").strip()
         if pointed:
             out.append(pointed)
-    except (OSError, UnicodeDecodeError):
-        pass
+    except (StoreError, OSError, UnicodeDecodeError):
+        pass  # no pointer, or one LM Studio could not read either: its default homes
     for candidate in (os.path.join(user, ".cache", "lm-studio"), os.path.join(user, ".lmstudio")):
         if candidate not in out:
             out.append(candidate)
@@ -89,7 +89,10 @@ def load(name: str, root: str | None = None) -> StoreModel:
         if len(parts) > 2:
             path = os.path.join(rdir, *parts[2:])
         else:
-            files = [p for rel, p in list_files(top) if rel.startswith(f"{parts[0]}/{parts[1]}/")]
+            from gguftpl.gguf.shards import models_of
+
+            # a split GGUF is one model: its first shard
+            files = models_of([p for rel, p in list_files(top) if rel.startswith(f"{parts[0]}/{parts[1]}/")])
             if len(files) != 1:
                 listed = ", ".join(os.path.relpath(f, rdir) for f in files) or "none"
                 raise StoreError(

@@ -3,6 +3,11 @@ v0.33.0-rc2):
 
 - The store is ``$OLLAMA_MODELS``, else ``$HOME/.ollama/models`` (``envconfig/config.go::Models``; ``Var`` trims
   spaces and quotes from the variable).
+- On Linux, Ollama's installer runs the server as a system user ``ollama`` whose home it creates
+  (``scripts/install.sh`` @3fa8daaecfb55b86a40506aefc3190753020bf62: ``useradd -r -s /bin/false -U -m -d
+  /usr/share/ollama ollama``, a systemd unit with ``User=ollama``, and the installing user added to the ``ollama``
+  group): the models ``ollama pull`` fetches through that server are in *its* ``$HOME/.ollama/models``. Without
+  ``OLLAMA_MODELS``, that store (the home the user database gives ``ollama``) is looked in after the user's own.
 - A name is ``[host/][namespace/]model[:tag]``, the tag cut at the last ``:`` after the last ``/``, missing parts
   defaulted to ``registry.ollama.ai``, ``library`` and ``latest`` (``types/model/name.go::ParseName``,
   ``ParseNameBare``, ``DefaultName``); each part is checked as ``isValidPart`` does (host up to 350 characters,
@@ -37,7 +42,19 @@ from gguftpl.safeio import printable
 from gguftpl.stores.model import OllamaLayers, StoreModel
 from gguftpl.stores.safety import MAX_MANIFEST_BYTES, check_blob, read_small
 
-__all__ = ["MEDIA", "Name", "display", "list_names", "load", "models_dir", "parse_name"]
+__all__ = [
+    "MEDIA",
+    "SERVICE_USER",
+    "Name",
+    "display",
+    "find",
+    "list_names",
+    "load",
+    "models_dir",
+    "models_dirs",
+    "parse_name",
+    "service_models_dir",
+]
 
 DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
 _MEDIA = "application/vnd.ollama.image."
@@ -65,10 +82,53 @@ class Name:
         return (self.host, self.namespace, self.model, self.tag)
 
 
+SERVICE_USER = "ollama"
+"""The system user Ollama's Linux installer runs the server as (``scripts/install.sh``); ``GGUFTPL_OLLAMA_USER``
+names another (a server set up by hand), empty for none."""
+
+
 def models_dir() -> str:
     """``envconfig.Models()``: ``$OLLAMA_MODELS`` (trimmed of spaces and quotes), else ``$HOME/.ollama/models``."""
     own = os.environ.get("OLLAMA_MODELS", "").strip().strip("\"'")
     return own or os.path.join(os.path.expanduser("~"), ".ollama", "models")
+
+
+def service_models_dir() -> str | None:
+    """The store of the server the Linux installer set up: ``~ollama/.ollama/models``; None without that user."""
+    user = os.environ.get("GGUFTPL_OLLAMA_USER", SERVICE_USER)
+    if not user:
+        return None
+    try:
+        import pwd
+
+        home = pwd.getpwnam(user).pw_dir
+    except (ImportError, KeyError):
+        return None
+    return os.path.join(home, ".ollama", "models") if home else None
+
+
+def models_dirs() -> list[str]:
+    """The stores to look in, in order: ``$OLLAMA_MODELS`` alone when set, else the user's own store, then the
+    service's (when there is one and it is another folder)."""
+    first = models_dir()
+    if os.environ.get("OLLAMA_MODELS", "").strip().strip("\"'"):
+        return [first]
+    service = service_models_dir()
+    return [first] if service is None or os.path.abspath(service) == os.path.abspath(first) else [first, service]
+
+
+def find(name: Name) -> StoreModel:
+    """The model ``name`` from the first store of :func:`models_dirs` that has its manifest (the first store's
+    one-line error when none has)."""
+    dirs = models_dirs()
+    for root in dirs:
+        if os.path.lexists(os.path.join(root, "manifests", *name.parts)):
+            return load(root, name)
+    if len(dirs) > 1:
+        raise StoreError(
+            f"ollama://{display(name)}: no such model in the Ollama stores {', '.join(printable(d) for d in dirs)}"
+        )
+    return load(dirs[0], name)
 
 
 def _valid(kind: str, s: str) -> bool:

@@ -16,6 +16,7 @@ import errno
 import hashlib
 import os
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from gguftpl.errors import StoreError
 from gguftpl.safeio import open_regular, printable
@@ -39,6 +40,11 @@ MAX_LAYER_BYTES = 4 << 20
 MAX_HOLE_BYTES = 1 << 20
 """A blob with more unallocated bytes than this is refused as sparse: a finished download has none."""
 _CHUNK = 1 << 20
+HASH_PROGRESS: ContextVar[Callable[[int, int, str], None] | None] = ContextVar("gguftpl_hash_progress", default=None)
+"""Set by a front end to see a long sha256 check advance: called with (bytes done, blob size, which blob) every
+:data:`_PROGRESS_STEP` bytes of a blob of :data:`_PROGRESS_FROM` bytes or more (a 40 GB blob takes minutes)."""
+_PROGRESS_FROM = 256 << 20
+_PROGRESS_STEP = 64 << 20
 HASHED = [0]
 """Bytes :func:`check_blob` hashed in this process (a verified digest remembered costs none)."""
 _CACHE_KIND = "digests"
@@ -132,6 +138,18 @@ def _cache():  # type: ignore[no-untyped-def]
     return CacheFolder(folder) if folder is not None else None
 
 
+def _ticks(label: str, size: int) -> Callable[[int], None] | None:
+    report = HASH_PROGRESS.get()
+    if report is None or size < _PROGRESS_FROM:
+        return None
+
+    def tick(done: int) -> None:
+        if done % _PROGRESS_STEP < _CHUNK or done == size:
+            report(done, size, label)
+
+    return tick
+
+
 def check_blob(path: str, root: str, digest_hex: str, size: int | None, what: str) -> tuple[str, os.stat_result]:
     """``path`` resolved inside ``root`` once its sha256 is ``digest_hex`` (lowercase hex), its size ``size``
     (None: not known) and it has no holes; :class:`StoreError` (one line) otherwise."""
@@ -152,7 +170,7 @@ def check_blob(path: str, root: str, digest_hex: str, size: int | None, what: st
         cache = _cache()
         if cache is not None and cache.read(_CACHE_KIND, key) == digest_hex:
             return real, st
-        found = sha256_of(fh)
+        found = sha256_of(fh, _ticks(f"{what} {os.path.basename(real)[:19]}", st.st_size))
         HASHED[0] += st.st_size
     if found != digest_hex:
         raise StoreError(

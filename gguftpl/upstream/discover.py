@@ -32,7 +32,8 @@ def repo_from_url(value: Any) -> str | None:
     return None
 
 
-def _is_quant_repo(repo: str) -> bool:
+def is_quant_repo(repo: str) -> bool:
+    """A quantizer's GGUF repo (``ORG/NAME-GGUF``), not the model it quantizes."""
     return repo.lower().endswith(("-gguf", "_gguf", ".gguf"))
 
 
@@ -70,7 +71,7 @@ def discover_upstream(tset: Any) -> Discovered:
             candidates.append((repo, key))
     # Prefer a model repo over a quantizer's GGUF repo: the templates we compare with live in the former.
     for repo, key in candidates:
-        if not _is_quant_repo(repo):
+        if not is_quant_repo(repo):
             return Discovered(repo, f"from {key}")
     from gguftpl.upstream.catalog import load_catalog, match_catalog
 

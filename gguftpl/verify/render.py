@@ -11,10 +11,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gguftpl.engines.llamacpp_choice import FALLBACK, choose_template
 from gguftpl.errors import TemplateError, UsageError
+
+if TYPE_CHECKING:
+    from gguftpl.stores.model import OllamaLayers, StoreModel
 
 Message = dict[str, Any]
 
@@ -133,12 +136,15 @@ def render_prompt(
     tools: list[dict[str, Any]] | None = None,
     load_weights: bool = False,
     add_generation_prompt: bool = True,
+    store: StoreModel | None = None,
 ) -> RenderResult:
     """The exact prompt an engine renders for ``messages`` and ``tools`` (defaults: the sample ones).
 
     ``hf``: transformers semantics (``render_hf``) on the template llama.cpp would choose (or ``template``),
     with the file's BOS/EOS texts. ``llamacpp``: llama.cpp's own engine (``/apply-template``) on a stand-in
     (or the real file with ``load_weights``); ``template`` is passed as a ``--chat-template`` override.
+    ``store``: the file is a model Ollama already has: ``ollama`` renders what its manifest makes Ollama render
+    (its TEMPLATE layer), not the curated template an import would get.
     """
     from gguftpl.gguf.reader import read_header
     from gguftpl.gguf.templateset import load_templateset
@@ -160,7 +166,8 @@ def render_prompt(
     elif engine == "llamacpp":
         prompt, used, notes = _render_llamacpp(path, tset, req, template, load_weights)
     else:
-        prompt, used, notes = _render_engine(path, tset, req, template, engine)
+        ollama = store.ollama if store is not None and engine == "ollama" and template is None else None
+        prompt, used, notes = _render_engine(path, tset, req, template, engine, ollama)
     return RenderResult(prompt, engine, used, req.tools, locate_tools(prompt, req.tools) if req.tools else [], notes)
 
 
@@ -221,11 +228,24 @@ def _render_llamacpp(
     return prompt, used, notes
 
 
+def _manifest_template(layers: OllamaLayers, default: str | None) -> tuple[str, str, str]:
+    """(text, name, why) of the TEMPLATE Ollama renders for this manifest; TemplateError when it renders none."""
+    from gguftpl.runtimes.ollamamanifest import TEMPLATE_LABEL, mode
+
+    how, why = mode(layers, default)
+    if how == "template" and layers.template is not None:
+        return layers.template, TEMPLATE_LABEL, why
+    if how == "native":
+        raise TemplateError(f"{why}: see that prompt with --engine llamacpp")
+    raise TemplateError(f"{why}: gguftpl renders no Go template for it")
+
+
 def _render_engine(
-    path: str, tset: Any, req: _Request, template: str | None, engine_id: str
+    path: str, tset: Any, req: _Request, template: str | None, engine_id: str, layers: OllamaLayers | None = None
 ) -> tuple[str, str, list[str]]:
     """Another runtime's engine (:mod:`gguftpl.engines.registry`) on the template that runtime reads: the default
-    (or ``template``); Ollama's engine on the curated Go template ``ollama create`` puts in its place."""
+    (or ``template``); Ollama's engine on the curated Go template ``ollama create`` puts in its place, or, for a
+    model Ollama has (``layers``), on the TEMPLATE its manifest makes Ollama render."""
     from gguftpl.engines import registry
     from gguftpl.engines.base import RenderRequest
     from gguftpl.gguf.templateset import special_token_text, template_special_tokens
@@ -239,7 +259,10 @@ def _render_engine(
         have = ", ".join(sorted(texts)) or "none"
         raise TemplateError(f"{path} has no {name} template for {engine_id} to render (has: {have})")
     text, notes = texts[name], [f"{engine_id}: {available.version}"]
-    if engine_id == "ollama":
+    if layers is not None:
+        text, name, why = _manifest_template(layers, texts.get("default"))
+        notes.append(why)
+    elif engine_id == "ollama":
         from gguftpl.engines import ollama_registry
 
         found = ollama_registry.nearest(text)

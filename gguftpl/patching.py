@@ -499,9 +499,9 @@ def plan_tools_in_default(
             made_here = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
             if made is not None and conversion is not None:
                 made[key] = made_here
-    except NoToolUseError:
+    except NoToolUseError as exc:
         if base is None:
-            raise
+            raise PatchError(f"{exc}; {_the_files_repair(src)}") from None
         raise PatchError(no_tool_use_message(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):
@@ -514,6 +514,22 @@ def plan_tools_in_default(
     if provenance:
         plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made_here, layered=base is None)
     return plan, made_here
+
+
+def _the_files_repair(src: str) -> str:
+    """What to run instead of a ``--tools-in-default`` that has nothing to carry: the file's one repair, as
+    ``audit`` prints it (never a placeholder, never the command just given: that one has no tool_use to read)."""
+    from gguftpl.audit import audit_file
+
+    fa = audit_file(src)
+    if fa.repair is None:
+        kind = f"not a chat model: {fa.kind.describe()}" if fa.kind is not None else "the file could not be audited"
+        return f"{kind}, so no template repair applies"
+    if not fa.repair.needed:
+        return "every runtime already gets the tools: nothing to repair"
+    if fa.repair.command:
+        return f"its repair: {fa.repair.command}"
+    return fa.repair.advice
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:

@@ -259,3 +259,23 @@ def test_the_repair_follows_the_runtimes_judged() -> None:
         f"gguftpl patch {upstream} --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
     )
     assert vllm.repair.dropping == ("vLLM",)
+
+
+def test_tools_in_default_without_tool_use_names_the_files_one_repair(corpus_file: Any, tmp_path: Path) -> None:
+    """Issue 25 item 4, the plain form: ``patch FILE --tools-in-default`` on a file without tool_use said "bring
+    upstream's with --from-hub REPO or --from-catalog and --tools-in-default together" (a placeholder, and not the
+    file's repair). It now names the repair ``audit`` prints, or the plain fact when there is none to run."""
+    out = tmp_path / "o.gguf"
+    res = cli("patch", CHATML_SAMPLE, "--tools-in-default", "-o", out)
+    assert res.exit_code == 2 and not out.exists(), res.output
+    want = gguftpl.audit_paths([CHATML_SAMPLE]).files[0].repair.command
+    assert want is not None and f"--from-catalog {HERMES} --tools-in-default" in want
+    assert f"its repair: {want}" in res.output, res.output
+    assert not PLACEHOLDER.search(res.output), res.output
+
+    smol = corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+    res = cli("patch", smol, "--tools-in-default", "-o", out)
+    assert res.exit_code == 2 and not out.exists(), res.output
+    advice = gguftpl.audit_paths([smol]).files[0].repair.advice
+    assert "knows no upstream template with tools" in advice and advice in res.output, res.output
+    assert "--from-hub REPO" not in res.output

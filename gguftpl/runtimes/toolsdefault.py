@@ -331,10 +331,7 @@ def tools_in_default(
     if default is None:
         raise PatchError(f"{path} has no default template to carry the tools into")
     if tool_use is None:
-        raise NoToolUseError(
-            f"{path} has no tool_use template to carry into the default: bring upstream's with --from-hub REPO "
-            "or --from-catalog and --tools-in-default together"
-        )
+        raise NoToolUseError(f"{path} has no tool_use template to carry into the default")
     if not _renders_tools(tool_use, "tool_use", bos, eos):
         raise PatchError("the tool_use template does not put the tool schemas in the prompt: nothing to carry")
     if _renders_tools(default, "default", bos, eos):

@@ -279,3 +279,19 @@ def test_tools_in_default_without_tool_use_names_the_files_one_repair(corpus_fil
     advice = gguftpl.audit_paths([smol]).files[0].repair.advice
     assert "knows no upstream template with tools" in advice and advice in res.output, res.output
     assert "--from-hub REPO" not in res.output
+
+
+def test_real_base_model_without_a_template_says_no_repair_exists(corpus_file: Any) -> None:
+    """Issue 25 item 2, the base model: llama.cpp's real Llama-2 SentencePiece vocabulary, no chat template, an
+    upstream gguftpl cannot name. Its fix said 'with a chat template with tools you trust: gguftpl patch FILE
+    --template default=PATH', a placeholder; it is now the plain fact, in every fix line, with no command."""
+    spm = corpus_file("ggml-vocab-llama-spm.gguf")
+    fa = gguftpl.audit_paths([spm]).files[0]
+    assert fa.kind is not None and fa.kind.kind == "base"
+    assert fa.repair.command is None and fa.repair.source == "none"
+    assert fa.repair.advice.startswith("no template repair gives this model tools: a base model without a chat")
+    text = CliRunner(env={"COLUMNS": "10000"}).invoke(main_group, ["audit", "--exit-zero", str(spm)]).output
+    assert "verdict: tools reach the prompt in 0 of 9 runtimes" in text
+    fixes = _fix_lines(text)
+    assert fixes and set(fixes) == {fa.repair.advice} and not PLACEHOLDER.search(text), fixes
+    assert _verify_repair(spm) == fa.repair.advice

@@ -149,8 +149,8 @@ def result_text(result: PatchResult) -> str:
 
 def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summary: AuditSummary) -> list[str]:
     """The tool-calling findings before and after (the headline), then every finding fixed or introduced."""
-    tool_before = [f for f in before if f.code.startswith(TOOL_PREFIX)]
-    tool_after = [f for f in after if f.code.startswith(TOOL_PREFIX)]
+    tool_before = [f for f in before if _about_tools(f)]
+    tool_after = [f for f in after if _about_tools(f)]
     lines = ["", "tool-calling findings (audit before -> after):"]
     lines.append(f"  before: {_count(tool_before)}")
     lines += [_row(f) for f in tool_before]
@@ -164,6 +164,14 @@ def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summ
     lines.append(f"  introduced: {_count(summary.introduced)}")
     lines += [_row(f) for f in summary.introduced]
     return lines
+
+
+def _about_tools(f: Finding) -> bool:
+    """A tool-calling finding: a GT2xx, or any saying the tools never reach the prompt (GT101, no template: the
+    same verdict as GT201, so a template added to a file with none is no regression in the headline)."""
+    from gguftpl.repair import TOOLS_NEVER_REACH
+
+    return f.code.startswith(TOOL_PREFIX) or f.extra.get("verdict") == TOOLS_NEVER_REACH
 
 
 def _row(f: Finding) -> str:

@@ -295,3 +295,24 @@ def test_real_base_model_without_a_template_says_no_repair_exists(corpus_file: A
     fixes = _fix_lines(text)
     assert fixes and set(fixes) == {fa.repair.advice} and not PLACEHOLDER.search(text), fixes
     assert _verify_repair(spm) == fa.repair.advice
+
+
+def test_a_template_added_to_a_real_base_file_shows_one_verdict_before_and_after(
+    corpus_file: Any, tmp_path: Path
+) -> None:
+    """Issue 25 item 5 on a real file: ChatML added to llama.cpp's real Llama-2 vocabulary, which has no template.
+    Before, llama.cpp's ChatML fallback drops the tools (GT101); after, the template ignores them (GT201). The
+    patch's tool-calling headline said "before: none, after: 1 error", a regression; it is one verdict."""
+    chatml = tmp_path / "chatml.jinja"
+    chatml.write_text(CHATML, encoding="utf-8")
+    spm = corpus_file("ggml-vocab-llama-spm.gguf")
+    res = cli("patch", spm, "--template", f"default={chatml}", "-o", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    head = res.output.split("tool-calling findings (audit before -> after):\n", 1)[1].split("all findings", 1)[0]
+    assert head.splitlines() == [
+        "  before: 1 error",
+        "    GT101 error   -          no-chat-template (the tools never reach the prompt)",
+        "  after:  1 error",
+        "    GT201 error   default    tools-not-rendered (the tools never reach the prompt)",
+    ], head
+    assert "no change: the tools reach the prompt in the same runtimes as before" in res.output

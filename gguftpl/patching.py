@@ -416,18 +416,22 @@ def plan_upstream_patch(
         tset = load_templateset(header)
         # matching a catalog entry may read the vocabulary: the file is open
         up = (resolve or resolve_upstream)(tset, source)
+    kept: tuple[str, ...] = ()
     if up.config.origin == "catalog" and not only:
-        only = _keep_working(tset, up.config)
+        only, kept = _keep_working(tset, up.config)
         if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
             from gguftpl.patchplan import plan_patch
 
-            return replace(plan_patch(tset.path, {}, ()), upstream=up.config, how_found=up.how)
-    return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+            empty = plan_patch(tset.path, {}, ())
+            return replace(empty, upstream=up.config, how_found=up.how, kept_working=kept)
+    plan = plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+    return replace(plan, kept_working=kept) if kept else plan
 
 
-def _keep_working(tset: Any, config: Any) -> list[str] | None:
+def _keep_working(tset: Any, config: Any) -> tuple[list[str] | None, tuple[str, ...]]:
     """``--from-catalog`` never replaces a template of the file that already puts the tool schemas in the prompt
-    with another text (``--only NAME`` asks for it): the names to copy, None for all, with a warning per kept one."""
+    with another text (``--only NAME`` asks for it): the names to copy (None for all) and the names kept, with a
+    warning per kept one."""
     from gguftpl.repair import tool_template
 
     kept = [
@@ -436,14 +440,14 @@ def _keep_working(tset: Any, config: Any) -> list[str] | None:
         if name in config.templates and config.templates[name] != t.text and tool_template({name: t.text}).name
     ]
     if not kept:
-        return None
+        return None, ()
     for name in kept:
         config.warnings.append(
             f"kept the file's {name} template: it already puts the tool schemas in the prompt, and the catalog's "
             f"{config.repo_id} would replace it (--only {name} replaces it anyway)"
         )
     rest = [n for n in config.templates if n not in kept]
-    return rest or []
+    return rest or [], tuple(kept)
 
 
 # ---------------------------------------------------------------------------------------- --tools-in-default

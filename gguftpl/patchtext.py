@@ -38,7 +38,9 @@ def plan_text(plan: PatchPlan, *, show_diff: bool = False, max_diff_lines: int |
         if it.action != REMOVE and it.action != KEEP and it.name in statuses:
             row += f"  catalog {statuses[it.name]}"
         lines.append(row)
-    if not plan.changes:
+    if not plan.changes and plan.kept_working:
+        lines.append(f"  no template changes: the file {_kept_text(plan)}")
+    elif not plan.changes:
         lines.append("  no template changes: the file already has these templates")
     # a text not byte-proven says so whatever is asked (its row says only its status); --show-diff says it of each
     lines += _catalog_status_lines(plan, every=show_diff)
@@ -110,7 +112,22 @@ def nothing_to_change_text(plan: PatchPlan) -> str:
     """The line a patch whose upstream agrees with the file starts with, before its plan."""
     up = plan.upstream
     source = f"{up.label}'s templates" if up is not None else "the templates given"
+    if plan.kept_working:
+        return f"nothing to change: {plan.path} {_kept_text(plan)}; nothing is written\n"
     return f"nothing to change: {plan.path} already has {source}; nothing is written\n"
+
+
+def _kept_text(plan: PatchPlan) -> str:
+    """``keeps its default template, which already puts the tool schemas in the prompt (X's would replace it;
+    --only default replaces it anyway)``: what ``--from-catalog`` left alone, and why."""
+    names = plan.kept_working
+    whose = plan.upstream.label if plan.upstream is not None else "upstream"
+    one = len(names) == 1
+    listed = " and ".join(names)
+    return (
+        f"keeps its {listed} template{'' if one else 's'}, which already put{'s' if one else ''} the tool schemas in "
+        f"the prompt ({whose}'s would replace {'it' if one else 'them'}; --only {names[0]} replaces it anyway)"
+    )
 
 
 def result_text(result: PatchResult) -> str:

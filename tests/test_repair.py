@@ -316,3 +316,20 @@ def test_a_template_added_to_a_real_base_file_shows_one_verdict_before_and_after
         "    GT201 error   default    tools-not-rendered (the tools never reach the prompt)",
     ], head
     assert "no change: the tools reach the prompt in the same runtimes as before" in res.output
+
+
+def test_from_catalog_on_a_real_working_template_says_it_kept_it(corpus_file: Any) -> None:
+    """Issue 25 item 7 on a real file: llama.cpp's real Gemma 4 vocabulary, whose own template renders the tools,
+    with ``--from-catalog google/gemma-2-2b-it`` (a neighbour). The template is kept, and the patch said "nothing
+    to change: FILE already has google/gemma-2-2b-it's templates" and "the file already has these templates":
+    untrue, the texts differ. It says which template it kept and why."""
+    gemma = corpus_file("ggml-vocab-gemma-4.gguf")
+    res = cli("patch", gemma, "--from-catalog", "google/gemma-2-2b-it", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "catalog entry google/gemma-2-2b-it: a neighbour, not this GGUF's upstream" in res.output
+    assert "already has google/gemma-2-2b-it's templates" not in res.output
+    assert "the file already has these templates" not in res.output
+    assert (
+        f"nothing to change: {gemma} keeps its default template, which already puts the tool schemas in the prompt "
+        "(google/gemma-2-2b-it's would replace it; --only default replaces it anyway); nothing is written"
+    ) in " ".join(res.output.split()), res.output

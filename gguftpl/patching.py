@@ -478,7 +478,12 @@ def plan_tools_in_default(
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import NoToolUseError, no_tool_use_message, tools_in_default
+    from gguftpl.runtimes.toolsdefault import (
+        NothingToCarryError,
+        NoToolUseError,
+        no_tool_use_message,
+        tools_in_default,
+    )
 
     with read_header(src) as header:
         tset = load_templateset(header)
@@ -503,9 +508,11 @@ def plan_tools_in_default(
             made_here = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
             if made is not None and conversion is not None:
                 made[key] = made_here
-    except NoToolUseError as exc:
+    except NothingToCarryError as exc:
         if base is None:
             raise PatchError(f"{exc}; {_the_files_repair(src)}") from None
+        if not isinstance(exc, NoToolUseError):
+            raise
         raise PatchError(no_tool_use_message(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
         if base is None or "already puts the tool schemas" not in str(exc):

@@ -333,3 +333,21 @@ def test_from_catalog_on_a_real_working_template_says_it_kept_it(corpus_file: An
         f"nothing to change: {gemma} keeps its default template, which already puts the tool schemas in the prompt "
         "(google/gemma-2-2b-it's would replace it; --only default replaces it anyway); nothing is written"
     ) in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("ggml-vocab-nomic-bert-moe.gguf", "not a chat model: an embedding model (nomic-bert-moe.pooling_type = 1"),
+        ("ggml-vocab-llama-spm.gguf", "no template repair gives this model tools: a base model without a chat"),
+    ],
+)
+def test_tools_in_default_without_a_default_says_why_no_repair_applies(
+    corpus_file: Any, tmp_path: Path, name: str, why: str
+) -> None:
+    """A real embedding model and a real base model have no default to carry the tools into: the refusal said only
+    that; it now says why no template repair applies, with no command."""
+    res = cli("patch", corpus_file(name), "--tools-in-default", "-o", tmp_path / "o.gguf")
+    assert res.exit_code == 2 and not (tmp_path / "o.gguf").exists()
+    assert "has no default template to carry the tools into; " + why in res.output, res.output
+    assert "gguftpl patch" not in res.output and not PLACEHOLDER.search(res.output)

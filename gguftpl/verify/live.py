@@ -141,10 +141,11 @@ def generate(
     from gguftpl.engines.llamacpp_child import ChildSession
 
     # only a child can be left behind when the time is up: in this process the wait is llama.cpp's
-    given = (options.timeout if timeout is None else timeout) if isinstance(s, ChildSession) else None
+    limit = options.timeout if timeout is None else timeout
+    given = limit if isinstance(s, ChildSession) else None
     t0 = time.perf_counter()
     try:
-        res = s.chat_completion(body, timeout=given) if isinstance(s, ChildSession) else s.chat_completion(body)
+        res = s.chat_completion(body, timeout=limit) if isinstance(s, ChildSession) else s.chat_completion(body)
     except LlamaCppError as exc:
         return Generation({}, None, None, time.perf_counter() - t0, error=str(exc), timeout=given)
     seconds = time.perf_counter() - t0

@@ -351,3 +351,17 @@ def test_tools_in_default_without_a_default_says_why_no_repair_applies(
     assert res.exit_code == 2 and not (tmp_path / "o.gguf").exists()
     assert "has no default template to carry the tools into; " + why in res.output, res.output
     assert "gguftpl patch" not in res.output and not PLACEHOLDER.search(res.output)
+
+
+def test_a_family_entry_without_a_fingerprint_is_not_refused_when_its_markers_are_tokens(corpus_file: Any) -> None:
+    """llama.cpp's real Command R vocabulary (c4ai-command-r-v01's tokenizer) with ``--from-catalog
+    CohereForAI/c4ai-command-r-plus``: the entry has no tokenizer fingerprint, and every control marker its template
+    writes (``<|START_OF_TURN_TOKEN|>``…) is a token here. It was refused as a neighbour because "this GGUF's
+    tokenizer is the Command R family's, CohereForAI/c4ai-command-r-plus's is of no fingerprinted family": no
+    difference at all. A neighbour with no marker to tell it by (gemma-2 onto SmolLM2) is still refused."""
+    res = cli("patch", corpus_file("ggml-vocab-command-r.gguf"), "--from-catalog", "CohereForAI/c4ai-command-r-plus",
+              "--dry-run")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "refusing" not in res.output and "of no fingerprinted family" not in res.output
+    assert "catalog entry CohereForAI/c4ai-command-r-plus: a neighbour, not this GGUF's upstream" in res.output
+    assert "its templates' markers are tokens of this vocabulary" in res.output

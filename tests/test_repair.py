@@ -365,3 +365,17 @@ def test_a_family_entry_without_a_fingerprint_is_not_refused_when_its_markers_ar
     assert "refusing" not in res.output and "of no fingerprinted family" not in res.output
     assert "catalog entry CohereForAI/c4ai-command-r-plus: a neighbour, not this GGUF's upstream" in res.output
     assert "its templates' markers are tokens of this vocabulary" in res.output
+
+
+def test_from_catalog_keeps_only_a_template_the_audit_finds_rendering_the_tools(corpus_file: Any) -> None:
+    """llama.cpp's real Command R vocabulary carries Command R's own tool_use, which reads ``tool.name``: llama.cpp
+    renders no OpenAI-shaped tool with it (the audit's GT201). ``--from-catalog`` kept it as "already puts the tool
+    schemas in the prompt" (the AST has a path from ``tools`` to the output); it keeps only what the audit agrees
+    renders them."""
+    vocab = corpus_file("ggml-vocab-command-r.gguf")
+    fa = gguftpl.audit_paths([vocab]).files[0]
+    assert any(f.code == "GT201" and f.template == "tool_use" for f in fa.findings)
+    res = cli("patch", vocab, "--from-catalog", "CohereForAI/c4ai-command-r-plus", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "kept the file's tool_use template" not in res.output and "keeps its tool_use" not in res.output
+    assert "replace   tool_use" in res.output, res.output

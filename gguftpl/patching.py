@@ -418,7 +418,9 @@ def plan_upstream_patch(
         up = (resolve or resolve_upstream)(tset, source)
     kept: tuple[str, ...] = ()
     if up.config.origin == "catalog" and not only:
-        only, kept = _keep_working(tset, up.config)
+        from gguftpl.keepworking import keep_working
+
+        only, kept = keep_working(tset, up.config)
         if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
             from gguftpl.patchplan import plan_patch
 
@@ -426,38 +428,6 @@ def plan_upstream_patch(
             return replace(empty, upstream=up.config, how_found=up.how, kept_working=kept)
     plan = plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
     return replace(plan, kept_working=kept) if kept else plan
-
-
-def _renders_tools_here(tset: Any, name: str, text: str) -> bool:
-    """The template puts the tool schemas in the prompt as the audit decides it: rendered with a canary tool by
-    llama.cpp (when installed) and transformers, with the file's BOS and EOS; the AST alone would keep Command R's
-    tool_use, which reads ``tool.name`` and so renders no OpenAI-shaped tool."""
-    from gguftpl.analysis import analyze_template_text
-    from gguftpl.gguf.templateset import special_token_text
-    from gguftpl.runtimes.view import reaches
-
-    bos, eos = special_token_text(tset, "bos"), special_token_text(tset, "eos")
-    return bool(reaches(analyze_template_text(text, name=name, bos_token=bos, eos_token=eos, llamacpp=True)))
-
-
-def _keep_working(tset: Any, config: Any) -> tuple[list[str] | None, tuple[str, ...]]:
-    """``--from-catalog`` never replaces a template of the file that already puts the tool schemas in the prompt
-    with another text (``--only NAME`` asks for it): the names to copy (None for all) and the names kept, with a
-    warning per kept one."""
-    kept = [
-        name
-        for name, t in tset.templates.items()
-        if name in config.templates and config.templates[name] != t.text and _renders_tools_here(tset, name, t.text)
-    ]
-    if not kept:
-        return None, ()
-    for name in kept:
-        config.warnings.append(
-            f"kept the file's {name} template: it already puts the tool schemas in the prompt, and the catalog's "
-            f"{config.repo_id} would replace it (--only {name} replaces it anyway)"
-        )
-    rest = [n for n in config.templates if n not in kept]
-    return rest or [], tuple(kept)
 
 
 # ---------------------------------------------------------------------------------------- --tools-in-default

@@ -416,34 +416,18 @@ def plan_upstream_patch(
         tset = load_templateset(header)
         # matching a catalog entry may read the vocabulary: the file is open
         up = (resolve or resolve_upstream)(tset, source)
+    kept: tuple[str, ...] = ()
     if up.config.origin == "catalog" and not only:
-        only = _keep_working(tset, up.config)
+        from gguftpl.keepworking import keep_working
+
+        only, kept = keep_working(tset, up.config)
         if only == [] and not remove:  # every upstream template would replace a working one: nothing to copy
             from gguftpl.patchplan import plan_patch
 
-            return replace(plan_patch(tset.path, {}, ()), upstream=up.config, how_found=up.how)
-    return plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
-
-
-def _keep_working(tset: Any, config: Any) -> list[str] | None:
-    """``--from-catalog`` never replaces a template of the file that already puts the tool schemas in the prompt
-    with another text (``--only NAME`` asks for it): the names to copy, None for all, with a warning per kept one."""
-    from gguftpl.repair import tool_template
-
-    kept = [
-        name
-        for name, t in tset.templates.items()
-        if name in config.templates and config.templates[name] != t.text and tool_template({name: t.text}).name
-    ]
-    if not kept:
-        return None
-    for name in kept:
-        config.warnings.append(
-            f"kept the file's {name} template: it already puts the tool schemas in the prompt, and the catalog's "
-            f"{config.repo_id} would replace it (--only {name} replaces it anyway)"
-        )
-    rest = [n for n in config.templates if n not in kept]
-    return rest or []
+            empty = plan_patch(tset.path, {}, ())
+            return replace(empty, upstream=up.config, how_found=up.how, kept_working=kept)
+    plan = plan_from_upstream(tset, up.config, only=only, remove=remove, provenance=provenance, how_found=up.how)
+    return replace(plan, kept_working=kept) if kept else plan
 
 
 # ---------------------------------------------------------------------------------------- --tools-in-default
@@ -474,7 +458,12 @@ def plan_tools_in_default(
     from gguftpl.errors import PatchError
     from gguftpl.gguf.templateset import special_token_text
     from gguftpl.patchplan import plan_patch
-    from gguftpl.runtimes.toolsdefault import NoToolUseError, no_tool_use_message, tools_in_default
+    from gguftpl.runtimes.toolsdefault import (
+        NothingToCarryError,
+        NoToolUseError,
+        no_tool_use_message,
+        tools_in_default,
+    )
 
     with read_header(src) as header:
         tset = load_templateset(header)
@@ -499,8 +488,10 @@ def plan_tools_in_default(
             made_here = tools_in_default(src, texts, bos, eos, llamacpp=llamacpp)
             if made is not None and conversion is not None:
                 made[key] = made_here
-    except NoToolUseError:
+    except NothingToCarryError as exc:
         if base is None:
+            raise PatchError(f"{exc}; {_the_files_repair(src)}") from None
+        if not isinstance(exc, NoToolUseError):
             raise
         raise PatchError(no_tool_use_message(base)) from None  # not "bring upstream's": that is what was asked
     except PatchError as exc:
@@ -514,6 +505,22 @@ def plan_tools_in_default(
     if provenance:
         plan = _tools_provenance(add_provenance(plan) if base is not None else plan, made_here, layered=base is None)
     return plan, made_here
+
+
+def _the_files_repair(src: str) -> str:
+    """What to run instead of a ``--tools-in-default`` that has nothing to carry: the file's one repair, as
+    ``audit`` prints it (never a placeholder, never the command just given: that one has no tool_use to read)."""
+    from gguftpl.audit import audit_file
+
+    fa = audit_file(src)
+    if fa.repair is None:
+        kind = f"not a chat model: {fa.kind.describe()}" if fa.kind is not None else "the file could not be audited"
+        return f"{kind}, so no template repair applies"
+    if not fa.repair.needed:
+        return "every runtime already gets the tools: nothing to repair"
+    if fa.repair.command:
+        return f"its repair: {fa.repair.command}"
+    return fa.repair.advice
 
 
 def _tools_provenance(plan: PatchPlan, made: ToolsDefault, *, layered: bool) -> PatchPlan:

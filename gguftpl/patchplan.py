@@ -96,6 +96,9 @@ class PatchPlan:
     previous_provenance: dict[str, Any] = field(default_factory=dict)
     """The ``gguftpl.patch.*`` keys the file has from an earlier patch."""
     planned_from: FileIdentity | None = None
+    kept_working: tuple[str, ...] = ()
+    """Templates of the file ``--from-catalog`` left as they are although upstream's text differs: they already put
+    the tool schemas in the prompt (``keepworking.keep_working``)."""
     """The file as it was when planned (``gguf.inplace.file_identity``): ``--in-place`` writes nothing if the path
     names another file by then (another patch renamed its output over it)."""
 

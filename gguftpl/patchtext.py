@@ -41,7 +41,9 @@ def plan_text(
         if it.action != REMOVE and it.action != KEEP and it.name in statuses:
             row += f"  catalog {statuses[it.name]}"
         lines.append(row)
-    if not plan.changes:
+    if not plan.changes and plan.kept_working:
+        lines.append(f"  no template changes: the file {_kept_text(plan)}")
+    elif not plan.changes:
         lines.append("  no template changes: the file already has these templates")
     # a text not byte-proven says so whatever is asked (its row says only its status); --show-diff says it of each
     lines += _catalog_status_lines(plan, every=show_diff)
@@ -113,7 +115,22 @@ def nothing_to_change_text(plan: PatchPlan, label: str | None = None) -> str:
     """The line a patch whose upstream agrees with the file starts with, before its plan."""
     up = plan.upstream
     source = f"{up.label}'s templates" if up is not None else "the templates given"
+    if plan.kept_working:
+        return f"nothing to change: {label or plan.path} {_kept_text(plan)}; nothing is written\n"
     return f"nothing to change: {label or plan.path} already has {source}; nothing is written\n"
+
+
+def _kept_text(plan: PatchPlan) -> str:
+    """``keeps its default template, which already puts the tool schemas in the prompt (X's would replace it;
+    --only default replaces it anyway)``: what ``--from-catalog`` left alone, and why."""
+    names = plan.kept_working
+    whose = plan.upstream.label if plan.upstream is not None else "upstream"
+    one = len(names) == 1
+    listed = " and ".join(names)
+    return (
+        f"keeps its {listed} template{'' if one else 's'}, which already put{'s' if one else ''} the tool schemas in "
+        f"the prompt ({whose}'s would replace {'it' if one else 'them'}; --only {names[0]} replaces it anyway)"
+    )
 
 
 def result_text(result: PatchResult) -> str:
@@ -152,8 +169,8 @@ def result_text(result: PatchResult) -> str:
 
 def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summary: AuditSummary) -> list[str]:
     """The tool-calling findings before and after (the headline), then every finding fixed or introduced."""
-    tool_before = [f for f in before if f.code.startswith(TOOL_PREFIX)]
-    tool_after = [f for f in after if f.code.startswith(TOOL_PREFIX)]
+    tool_before = [f for f in before if _about_tools(f)]
+    tool_after = [f for f in after if _about_tools(f)]
     lines = ["", "tool-calling findings (audit before -> after):"]
     lines.append(f"  before: {_count(tool_before)}")
     lines += [_row(f) for f in tool_before]
@@ -167,6 +184,14 @@ def before_after_lines(before: Sequence[Finding], after: Sequence[Finding], summ
     lines.append(f"  introduced: {_count(summary.introduced)}")
     lines += [_row(f) for f in summary.introduced]
     return lines
+
+
+def _about_tools(f: Finding) -> bool:
+    """A tool-calling finding: a GT2xx, or any saying the tools never reach the prompt (GT101, no template: the
+    same verdict as GT201, so a template added to a file with none is no regression in the headline)."""
+    from gguftpl.repair import TOOLS_NEVER_REACH
+
+    return f.code.startswith(TOOL_PREFIX) or f.extra.get("verdict") == TOOLS_NEVER_REACH
 
 
 def _row(f: Finding) -> str:

@@ -29,6 +29,20 @@ VERIFY = f"gguftpl verify {OUT}"
 NO_TOOL_TEMPLATE = "this model's upstream has no tool-calling template; no template repair gives it tools"
 """The plain fact, when it is one (issue 25 item 2)."""
 
+NO_BASE_REPAIR = "no template repair gives this model tools: a base model without a chat template"
+"""The plain fact for a base model (issue 25 item 2), instead of a placeholder for a template file."""
+
+
+def base_model_advice(why: str) -> str:
+    """Why a file without any chat template and no upstream gguftpl can name gets no repair: llama.cpp's
+    converter copies upstream's chat template whenever upstream ships one, so none means a base model."""
+    return (
+        f"{NO_BASE_REPAIR} (none in the file, where llama.cpp's converter copies upstream's whenever upstream ships "
+        f"one; gguftpl knows no upstream template for it: {why}); a model of its family trained to chat, converted "
+        "with its own template, is the one that calls tools"
+    )
+
+
 RULE_FIX = (
     f"`gguftpl patch FILE --from-catalog ID --tools-in-default -o {OUT} && {VERIFY}` (upstream's templates from "
     "the bundled catalog, and a default that carries the tools for the runtimes that read nothing else); "
@@ -245,19 +259,15 @@ def file_repair(
             dropping,
             f"{upstream.repo} ({upstream.how})",
         )
-    q = shlex.quote(label) if label else "FILE"
     why = upstream.how or "no upstream found"
     if not has_templates:
-        advice = (
-            f"gguftpl knows no upstream template for this file ({why}), so it names no repair; with a chat template "
-            f"with tools you trust: gguftpl patch {q} --template default=PATH -o {OUT} && {VERIFY}"
-        )
-    else:
-        advice = (
-            f"gguftpl knows no upstream template with tools for this file ({why}), so it names no repair; with a "
-            f"tool_use template you trust: gguftpl patch {q} --template tool_use=PATH -o STEP.gguf, then gguftpl "
-            f"patch STEP.gguf --tools-in-default -o {OUT} && {VERIFY}"
-        )
+        return Repair(None, base_model_advice(why), "none", dropping)
+    q = shlex.quote(label) if label else "FILE"
+    advice = (
+        f"gguftpl knows no upstream template with tools for this file ({why}), so it names no repair; with a "
+        f"tool_use template you trust: gguftpl patch {q} --template tool_use=PATH -o STEP.gguf, then gguftpl "
+        f"patch STEP.gguf --tools-in-default -o {OUT} && {VERIFY}"
+    )
     return Repair(None, advice, "unknown", dropping)
 
 

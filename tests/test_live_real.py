@@ -174,3 +174,16 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_one_budget_for_the_live_stage_on_the_real_model(original_run: tuple[int, dict[str, Any], str]) -> None:
+    """Issue 25 item 9 on the real Qwen2.5-Coder: its ```json fence is no parsed call, so the live stage asks again
+    with tool_choice=required. That retry was given the whole --live-timeout of its own (on a 1.5B model the stage
+    ran 60 s past it); each generation now records the time it was given, and the retry gets what the first answer
+    left of the one budget."""
+    _, doc, _ = original_run
+    data = doc["stages"][-1]["data"]
+    budget, first = data["budget_s"], data["generation"]
+    retry = data["tool_choice_required"]["generation"]
+    assert first["timeout_s"] <= budget
+    assert retry["timeout_s"] <= budget - first["seconds"], (budget, first["seconds"], retry["timeout_s"])

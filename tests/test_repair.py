@@ -259,3 +259,123 @@ def test_the_repair_follows_the_runtimes_judged() -> None:
         f"gguftpl patch {upstream} --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
     )
     assert vllm.repair.dropping == ("vLLM",)
+
+
+def test_tools_in_default_without_tool_use_names_the_files_one_repair(corpus_file: Any, tmp_path: Path) -> None:
+    """Issue 25 item 4, the plain form: ``patch FILE --tools-in-default`` on a file without tool_use said "bring
+    upstream's with --from-hub REPO or --from-catalog and --tools-in-default together" (a placeholder, and not the
+    file's repair). It now names the repair ``audit`` prints, or the plain fact when there is none to run."""
+    out = tmp_path / "o.gguf"
+    res = cli("patch", CHATML_SAMPLE, "--tools-in-default", "-o", out)
+    assert res.exit_code == 2 and not out.exists(), res.output
+    want = gguftpl.audit_paths([CHATML_SAMPLE]).files[0].repair.command
+    assert want is not None and f"--from-catalog {HERMES} --tools-in-default" in want
+    assert f"its repair: {want}" in res.output, res.output
+    assert not PLACEHOLDER.search(res.output), res.output
+
+    smol = corpus_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+    res = cli("patch", smol, "--tools-in-default", "-o", out)
+    assert res.exit_code == 2 and not out.exists(), res.output
+    advice = gguftpl.audit_paths([smol]).files[0].repair.advice
+    assert "knows no upstream template with tools" in advice and advice in res.output, res.output
+    assert "--from-hub REPO" not in res.output
+
+
+def test_real_base_model_without_a_template_says_no_repair_exists(corpus_file: Any) -> None:
+    """Issue 25 item 2, the base model: llama.cpp's real Llama-2 SentencePiece vocabulary, no chat template, an
+    upstream gguftpl cannot name. Its fix said 'with a chat template with tools you trust: gguftpl patch FILE
+    --template default=PATH', a placeholder; it is now the plain fact, in every fix line, with no command."""
+    spm = corpus_file("ggml-vocab-llama-spm.gguf")
+    fa = gguftpl.audit_paths([spm]).files[0]
+    assert fa.kind is not None and fa.kind.kind == "base"
+    assert fa.repair.command is None and fa.repair.source == "none"
+    assert fa.repair.advice.startswith("no template repair gives this model tools: a base model without a chat")
+    text = CliRunner(env={"COLUMNS": "10000"}).invoke(main_group, ["audit", "--exit-zero", str(spm)]).output
+    assert "verdict: tools reach the prompt in 0 of 9 runtimes" in text
+    fixes = _fix_lines(text)
+    assert fixes and set(fixes) == {fa.repair.advice} and not PLACEHOLDER.search(text), fixes
+    assert _verify_repair(spm) == fa.repair.advice
+
+
+def test_a_template_added_to_a_real_base_file_shows_one_verdict_before_and_after(
+    corpus_file: Any, tmp_path: Path
+) -> None:
+    """Issue 25 item 5 on a real file: ChatML added to llama.cpp's real Llama-2 vocabulary, which has no template.
+    Before, llama.cpp's ChatML fallback drops the tools (GT101); after, the template ignores them (GT201). The
+    patch's tool-calling headline said "before: none, after: 1 error", a regression; it is one verdict."""
+    chatml = tmp_path / "chatml.jinja"
+    chatml.write_text(CHATML, encoding="utf-8")
+    spm = corpus_file("ggml-vocab-llama-spm.gguf")
+    res = cli("patch", spm, "--template", f"default={chatml}", "-o", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    head = res.output.split("tool-calling findings (audit before -> after):\n", 1)[1].split("all findings", 1)[0]
+    assert head.splitlines() == [
+        "  before: 1 error",
+        "    GT101 error   -          no-chat-template (the tools never reach the prompt)",
+        "  after:  1 error",
+        "    GT201 error   default    tools-not-rendered (the tools never reach the prompt)",
+    ], head
+    assert "no change: the tools reach the prompt in the same runtimes as before" in res.output
+
+
+def test_from_catalog_on_a_real_working_template_says_it_kept_it(corpus_file: Any) -> None:
+    """Issue 25 item 7 on a real file: llama.cpp's real Gemma 4 vocabulary, whose own template renders the tools,
+    with ``--from-catalog google/gemma-2-2b-it`` (a neighbour). The template is kept, and the patch said "nothing
+    to change: FILE already has google/gemma-2-2b-it's templates" and "the file already has these templates":
+    untrue, the texts differ. It says which template it kept and why."""
+    gemma = corpus_file("ggml-vocab-gemma-4.gguf")
+    res = cli("patch", gemma, "--from-catalog", "google/gemma-2-2b-it", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "catalog entry google/gemma-2-2b-it: a neighbour, not this GGUF's upstream" in res.output
+    assert "already has google/gemma-2-2b-it's templates" not in res.output
+    assert "the file already has these templates" not in res.output
+    assert (
+        f"nothing to change: {gemma} keeps its default template, which already puts the tool schemas in the prompt "
+        "(google/gemma-2-2b-it's would replace it; --only default replaces it anyway); nothing is written"
+    ) in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("ggml-vocab-nomic-bert-moe.gguf", "not a chat model: an embedding model (nomic-bert-moe.pooling_type = 1"),
+        ("ggml-vocab-llama-spm.gguf", "no template repair gives this model tools: a base model without a chat"),
+    ],
+)
+def test_tools_in_default_without_a_default_says_why_no_repair_applies(
+    corpus_file: Any, tmp_path: Path, name: str, why: str
+) -> None:
+    """A real embedding model and a real base model have no default to carry the tools into: the refusal said only
+    that; it now says why no template repair applies, with no command."""
+    res = cli("patch", corpus_file(name), "--tools-in-default", "-o", tmp_path / "o.gguf")
+    assert res.exit_code == 2 and not (tmp_path / "o.gguf").exists()
+    assert "has no default template to carry the tools into; " + why in res.output, res.output
+    assert "gguftpl patch" not in res.output and not PLACEHOLDER.search(res.output)
+
+
+def test_a_family_entry_without_a_fingerprint_is_not_refused_when_its_markers_are_tokens(corpus_file: Any) -> None:
+    """llama.cpp's real Command R vocabulary (c4ai-command-r-v01's tokenizer) with ``--from-catalog
+    CohereForAI/c4ai-command-r-plus``: the entry has no tokenizer fingerprint, and every control marker its template
+    writes (``<|START_OF_TURN_TOKEN|>``…) is a token here. It was refused as a neighbour because "this GGUF's
+    tokenizer is the Command R family's, CohereForAI/c4ai-command-r-plus's is of no fingerprinted family": no
+    difference at all. A neighbour with no marker to tell it by (gemma-2 onto SmolLM2) is still refused."""
+    res = cli("patch", corpus_file("ggml-vocab-command-r.gguf"), "--from-catalog", "CohereForAI/c4ai-command-r-plus",
+              "--dry-run")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "refusing" not in res.output and "of no fingerprinted family" not in res.output
+    assert "catalog entry CohereForAI/c4ai-command-r-plus: a neighbour, not this GGUF's upstream" in res.output
+    assert "its templates' markers are tokens of this vocabulary" in res.output
+
+
+def test_from_catalog_keeps_only_a_template_the_audit_finds_rendering_the_tools(corpus_file: Any) -> None:
+    """llama.cpp's real Command R vocabulary carries Command R's own tool_use, which reads ``tool.name``: llama.cpp
+    renders no OpenAI-shaped tool with it (the audit's GT201). ``--from-catalog`` kept it as "already puts the tool
+    schemas in the prompt" (the AST has a path from ``tools`` to the output); it keeps only what the audit agrees
+    renders them."""
+    vocab = corpus_file("ggml-vocab-command-r.gguf")
+    fa = gguftpl.audit_paths([vocab]).files[0]
+    assert any(f.code == "GT201" and f.template == "tool_use" for f in fa.findings)
+    res = cli("patch", vocab, "--from-catalog", "CohereForAI/c4ai-command-r-plus", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "kept the file's tool_use template" not in res.output and "keeps its tool_use" not in res.output
+    assert "replace   tool_use" in res.output, res.output

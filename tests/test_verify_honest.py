@@ -80,3 +80,11 @@ def test_llamacpp_row_follows_llamacpp_refusing_every_tools_request(
     assert "puts the tool schemas in the prompt" not in row.reason and "selectattr" in row.error
     vllm = next(r for r in fa.runtimes.rows if r.name == "vLLM")
     assert vllm.tools_reach_prompt is True  # transformers renders them: the rows differ by engine
+    # the row and the findings tell one story: llama.cpp's own error on the tools probes (GT103), and the verdict
+    # line counts llama.cpp among the runtimes whose engine raises, not among those the tools reach
+    gt103 = [f for f in fa.findings if f.code == "GT103" and f.severity.value == "error"]
+    assert any("tools probe fails in llama.cpp" in f.message and "unknown test 'text'" in f.message for f in gt103)
+    from gguftpl.repair import verdict_line
+
+    line = verdict_line(fa.runtimes)
+    assert "llama.cpp" not in line.split(";")[0] and "llama.cpp" in line.split("its engine raises: ")[1], line

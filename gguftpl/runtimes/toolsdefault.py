@@ -311,9 +311,13 @@ class ToolsDefault:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-class NoToolUseError(PatchError):
-    """There is no tool_use template to carry into the default (the caller knows where the templates came from,
-    and says so)."""
+class NothingToCarryError(PatchError):
+    """No default to carry the tools into, or no tool_use to carry (the caller knows where the templates came from
+    and what the file's repair is, and says so)."""
+
+
+class NoToolUseError(NothingToCarryError):
+    """There is no tool_use template to carry into the default."""
 
 
 def tools_in_default(
@@ -329,12 +333,9 @@ def tools_in_default(
     schema in the prompt, or a default that already does."""
     default, tool_use = templates.get("default"), templates.get("tool_use")
     if default is None:
-        raise PatchError(f"{path} has no default template to carry the tools into")
+        raise NothingToCarryError(f"{path} has no default template to carry the tools into")
     if tool_use is None:
-        raise NoToolUseError(
-            f"{path} has no tool_use template to carry into the default: bring upstream's with --from-hub REPO "
-            "or --from-catalog and --tools-in-default together"
-        )
+        raise NoToolUseError(f"{path} has no tool_use template to carry into the default")
     if not _renders_tools(tool_use, "tool_use", bos, eos):
         raise PatchError("the tool_use template does not put the tool schemas in the prompt: nothing to carry")
     if _renders_tools(default, "default", bos, eos):

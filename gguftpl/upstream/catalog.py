@@ -384,10 +384,13 @@ def relate(tset: Any, entry: CatalogEntry, catalog: Catalog) -> Relation:
     found = f"this GGUF matches {matched.repo_id}: {how}" if matched is not None else how
     differs: list[str] = []
     family = _file_family(tset, catalog)
-    if family is not None and family != entry.family:
+    missing, markers = _missing_markers(tset, entry)
+    # an entry without a fingerprint differs in family only for want of evidence: every control marker its
+    # templates write being a token of this vocabulary is evidence of the same tokenizer family
+    vouched = not entry.family and bool(markers) and not missing
+    if family is not None and family != entry.family and not vouched:
         theirs = f"the {entry.family} family's" if entry.family else "of no fingerprinted family"
         differs.append(f"this GGUF's tokenizer is the {family} family's, {entry.repo_id}'s is {theirs}")
-    missing = _missing_markers(tset, entry)
     if missing:
         shown = ", ".join(repr(m) for m in missing[:4])
         differs.append(f"its templates write {shown}, not a token of this GGUF's vocabulary")
@@ -403,10 +406,11 @@ def _file_family(tset: Any, catalog: Catalog) -> str | None:
     return family.family if family is not None else None
 
 
-def _missing_markers(tset: Any, entry: CatalogEntry) -> list[str]:
-    """Control-shaped markers (``<|…|>``) the entry's templates write that are not tokens of the vocabulary."""
+def _missing_markers(tset: Any, entry: CatalogEntry) -> tuple[list[str], list[str]]:
+    """Control-shaped markers (``<|…|>``) the entry's templates write that are not tokens of the vocabulary, and
+    every such marker they write (none when the file has no vocabulary to look them up in)."""
     if not getattr(tset, "has_vocab", False):
-        return []
+        return [], []
     from gguftpl.gguf.tokens import control_markers
     from gguftpl.templates import static
 
@@ -416,7 +420,8 @@ def _missing_markers(tset: Any, entry: CatalogEntry) -> list[str]:
             texts += static.literal_text(static.parse_template(entry.text(name)))
         except Exception:  # noqa: S112 - a catalog template that does not parse writes nothing
             continue
-    return [m for m in control_markers(texts) if tset.token_id(m) is None]
+    markers = control_markers(texts)
+    return [m for m in markers if tset.token_id(m) is None], markers
 
 
 def fallback_entry(repo_id: str, revision: str | None) -> Any:

@@ -88,6 +88,8 @@ class Generation:
     tokens: int | None
     seconds: float
     error: str | None = None
+    timeout: float | None = None
+    """The seconds this generation was given (what was left of the live stage's one budget); None: no limit."""
 
     @property
     def text(self) -> str:
@@ -101,12 +103,19 @@ class Generation:
     def from_dict(cls, d: dict[str, Any]) -> Generation:
         """A generation as :meth:`to_dict` recorded it (to judge it again without the model)."""
         return cls(
-            dict(d.get("message") or {}), d.get("finish_reason"), d.get("tokens"), d.get("seconds", 0.0), d.get("error")
+            dict(d.get("message") or {}),
+            d.get("finish_reason"),
+            d.get("tokens"),
+            d.get("seconds", 0.0),
+            d.get("error"),
+            d.get("timeout_s"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"message": self.message, "finish_reason": self.finish_reason, "tokens": self.tokens}
         d["seconds"] = round(self.seconds, 2)
+        if self.timeout is not None:
+            d["timeout_s"] = round(self.timeout, 2)
         if self.error:
             d["error"] = self.error
         return d
@@ -131,22 +140,23 @@ def generate(
         body["tool_choice"] = tool_choice
     from gguftpl.engines.llamacpp_child import ChildSession
 
+    # only a child can be left behind when the time is up: in this process the wait is llama.cpp's
+    limit = options.timeout if timeout is None else timeout
+    given = limit if isinstance(s, ChildSession) else None
     t0 = time.perf_counter()
     try:
-        # only a child can be left behind when the time is up: in this process the wait is llama.cpp's
-        if isinstance(s, ChildSession):
-            res = s.chat_completion(body, timeout=options.timeout if timeout is None else timeout)
-        else:
-            res = s.chat_completion(body)
+        res = s.chat_completion(body, timeout=limit) if isinstance(s, ChildSession) else s.chat_completion(body)
     except LlamaCppError as exc:
-        return Generation({}, None, None, time.perf_counter() - t0, error=str(exc))
+        return Generation({}, None, None, time.perf_counter() - t0, error=str(exc), timeout=given)
     seconds = time.perf_counter() - t0
     try:
         choice = res["choices"][0]
         usage = res.get("usage") or {}
-        return Generation(dict(choice["message"]), choice.get("finish_reason"), usage.get("completion_tokens"), seconds)
+        tokens = usage.get("completion_tokens")
+        return Generation(dict(choice["message"]), choice.get("finish_reason"), tokens, seconds, timeout=given)
     except (KeyError, IndexError, TypeError):
-        return Generation({}, None, None, seconds, error=f"llama.cpp returned no message: {json.dumps(res)[:300]}")
+        no_message = f"llama.cpp returned no message: {json.dumps(res)[:300]}"
+        return Generation({}, None, None, seconds, error=no_message, timeout=given)
 
 
 @dataclass(frozen=True)

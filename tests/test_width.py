@@ -266,3 +266,44 @@ def test_diff_lines_continue_in_a_gutter(files: dict[str, Path]) -> None:
     report = run(["diff", str(files["hostile"]), "--upstream", str(files["upstream_dir"])], 80, "flag").stdout
     hunk = report.split("@@", 1)[1]
     assert re.search(r"^: ", hunk, re.M), hunk[:2000]
+
+
+def _wrapped_command(report: str, label: str) -> str:
+    """The command on the line that starts with ``label``, joined back from its `` \\`` continuations."""
+    lines = report.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(label + "gguftpl "))
+    command = []
+    for line in lines[start:]:
+        command.append(line.removesuffix(" \\").strip())
+        if not line.endswith(" \\"):
+            break
+    return " ".join(command).removeprefix(label.strip()).strip()
+
+
+@pytest.mark.parametrize("label", ["fix: ", "repair: ", "  fix: ", ""])
+def test_a_label_line_followed_by_a_command_wraps_as_a_command(label: str) -> None:
+    """Issue 26: `repair: gguftpl patch …` (verify), `fix: gguftpl patch …` (diff, scan) were wrapped as prose, so
+    the pasted lines ran as several broken commands. A line whose text after a short label is a gguftpl command
+    line wraps with `` \\`` and goes on under the command; advice in words that starts with "gguftpl" does not."""
+    from gguftpl.textfit import fit_text
+
+    cmd = (
+        "gguftpl patch /models/some/long/path/Model-Q4_K_M.gguf --from-catalog NousResearch/Hermes-2-Pro-Mistral-7B"
+        " --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    )
+    lines = fit_text(label + cmd, 60).split("\n")
+    assert len(lines) > 2 and all(_widest(line)[0] <= 60 for line in lines)
+    assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\"), lines
+    assert all(line.startswith(" " * len(label)) and line.strip() for line in lines[1:])  # under the command
+    assert _wrapped_command("\n".join(lines), label) == cmd
+    advice = label + "gguftpl knows no upstream template with tools for this file, so it names no repair; " * 2
+    assert not any(line.endswith("\\") for line in fit_text(advice, 60).split("\n"))
+
+
+def test_verify_and_diff_commands_wrap_as_commands(files: dict[str, Path]) -> None:
+    """The fix `verify` and `diff` print, wrapped at 80 columns, is the command they print at full width."""
+    pytest.importorskip("xllamacpp")
+    sample = str(files["sample"])
+    for args, label in ((["verify", sample], "repair: "), (["diff", sample, "--no-behaviour"], "fix: ")):
+        narrow, wide = run(args, 80, "flag").stdout, run(args, 10_000, "flag").stdout
+        assert f"\n{label}{_wrapped_command(narrow, label)}\n" in wide, narrow[-1500:]

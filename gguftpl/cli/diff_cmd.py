@@ -3,6 +3,8 @@ discovered, then compare) -> report -> exit code 0 identical, 1 differences, 2 e
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gguftpl.cli.modelarg import MODEL
@@ -56,7 +58,14 @@ def command(
 
     source = UpstreamSource(repo=hub, revision=revision, folder=upstream, catalog=catalog, fallback=not no_fallback)
     options = DiffOptions(ignore_whitespace=ignore_whitespace, behaviour=not no_behaviour, context=context)
-    result = diff(file, source, options)
+
+    def no_upstream(view: Any, repair: Any, own: dict[str, str]) -> None:
+        # what the file says without its upstream, before the error line: the verdict and the one repair
+        from gguftpl.repair import verdict_fix_lines
+
+        echo(f"{file}\n" + "\n".join(verdict_fix_lines(view, repair, own)))
+
+    result = diff(file, source, options, on_no_upstream=no_upstream if fmt == "text" else None)
     for w in result.upstream.warnings:
         echo(f"gguftpl: {w}", err=True)
     if fmt == "json":

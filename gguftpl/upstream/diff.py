@@ -350,8 +350,8 @@ def diff(
     """Compare the GGUF ``src`` (a local path, or ``hf://``/``https://`` URL: only its header is read) with
     its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog.
 
-    When no upstream can be told or reached (the error is raised), ``on_no_upstream(view, repair, own)`` is
-    called first with what the file says without it: its runtime view, its one repair (as ``audit`` prints
+    When no upstream is named and none can be discovered or reached (the error is raised),
+    ``on_no_upstream(view, repair, own)`` is called first with what the file says without it: its runtime view, its one repair (as ``audit`` prints
     it) and which of its templates are upstream's own; so ``diff`` still ends with the verdict and the fix."""
     from gguftpl.errors import GGUFTplError, UsageError
     from gguftpl.gguf.open import open_header
@@ -364,10 +364,12 @@ def diff(
     with header:
         tset = load_templateset(header)
         tset.path = label
+        source = source or UpstreamSource()
         try:
-            up = resolve_upstream(tset, source or UpstreamSource())
+            up = resolve_upstream(tset, source)
         except GGUFTplError:
-            if on_no_upstream is not None:
+            # only an upstream to discover: a mistyped --catalog ID or --hub REPO is the user's to correct
+            if on_no_upstream is not None and not (source.repo or source.folder or source.catalog):
                 view, repair, own = _repair(header, label, tset, None, "")
                 if view is not None:
                     on_no_upstream(view, repair, own)

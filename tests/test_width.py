@@ -307,3 +307,63 @@ def test_verify_and_diff_commands_wrap_as_commands(files: dict[str, Path]) -> No
     for args, label in ((["verify", sample], "repair: "), (["diff", sample, "--no-behaviour"], "fix: ")):
         narrow, wide = run(args, 80, "flag").stdout, run(args, 10_000, "flag").stdout
         assert f"\n{label}{_wrapped_command(narrow, label)}\n" in wide, narrow[-1500:]
+
+
+@pytest.mark.parametrize(("width", "how"), FORMS)
+def test_catalog_fits(width: int, how: str) -> None:
+    """`gguftpl catalog` (its table of 40-odd entries with long ids and revisions) and each entry's page."""
+    table = assert_fits(["catalog"], width, how)
+    from gguftpl.upstream.catalog import load_catalog
+
+    ids = [e.repo_id for e in load_catalog().entries]
+    assert all(f"\n{i}  " in "\n" + table for i in ids)  # each id whole at a line's start, at 80 columns too
+    for entry in ids[:: max(1, len(ids) // 6)]:  # every sixth entry's page, its sha256s and git blobs
+        assert_fits(["catalog", entry], width, how)
+
+
+@pytest.mark.parametrize(("width", "how"), FORMS)
+def test_scan_fits(files: dict[str, Path], tmp_path: Path, width: int, how: str) -> None:
+    """`gguftpl scan` over a home with an Ollama store holding the hostile file under a long name and --path
+    with the hostile files (names of 190 bytes, wide characters)."""
+    from tests.ollama_store import ollama_model
+
+    home = tmp_path / "home"
+    ollama_model(home / ".ollama" / "models", "模型" * 20 + "hostile", files["hostile"])
+    env = {"HOME": str(home), "HF_HOME": str(home / "hf"), "GGUFTPL_CACHE_DIR": str(tmp_path / "facts")}
+    env |= {"OLLAMA_MODELS": None, "HF_HUB_CACHE": None, "LLAMA_CACHE": None}  # type: ignore[dict-item]
+    argv = ["scan", "--path", str(files["every"])] + (["--width", str(width)] if how == "flag" else [])
+    res = CliRunner().invoke(main_group, argv, env={**env, "COLUMNS": "10000" if how == "flag" else str(width)})
+    assert res.exit_code in (0, 1), (res.stdout[-2000:], res.stderr[-2000:])
+    worst, line = _widest(res.stdout)
+    assert worst <= width and "models (" in res.stdout.replace("\n", " "), line
+
+
+@pytest.mark.parametrize(("width", "how"), [(80, "flag"), (120, "COLUMNS")])
+def test_folder_patch_fits(files: dict[str, Path], tmp_path: Path, width: int, how: str) -> None:
+    """`gguftpl patch DIR -o OUTDIR`: the table of the hostile files, their names and their before/after."""
+    out = tmp_path / "out"
+    args = ["patch", str(files["every"]), "--template", f"default={files['new_template']}", "-o", str(out)]
+    report = assert_fits(args, width, how, (0, 1))
+    assert "3" in report and out.is_dir()
+
+
+def test_verify_replay_fits(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    """`verify --replay DIR`: the recorded live run judged again, its model's answer quoted, at 80 and 120."""
+    pytest.importorskip("xllamacpp")
+    from tests.test_live import _qwen_template
+
+    src = make_gguf("tiny.gguf", templates={"default": _qwen_template() + "{#- " + LONG + " #}"})
+    rec = tmp_path / "rec"
+    made = run(["verify", str(src), "--live", "--max-tokens", "8", "--threads", "1", "--record", str(rec)], 80, "flag")
+    assert made.exit_code in (0, 1) and (rec / "record.json").exists(), (made.stdout[-2000:], made.stderr[-2000:])
+    for width, how in FORMS:
+        assert "live" in assert_fits(["verify", "--replay", str(rec)], width, how)
+
+
+def test_survey_fits(hub: Any, files: dict[str, Path], tmp_path: Path) -> None:
+    """`gguftpl survey`: repos on the local Hub with the hostile files (long names, a 10 kB model name)."""
+    for i, key in enumerate(("hostile", "named", "sample")):
+        hub.add_file(f"pub/{'m' * 60}{i}-GGUF", f"{'q' * 80}-Q4_K_M.gguf", files[key])
+    for width, how in FORMS:
+        args = ["survey", "--author", "pub", "--state", str(tmp_path / f"s{width}{how}.db")]
+        assert "pub/" in assert_fits(args, width, how)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json_text
+from gguftpl.cli.output import echo, echo_json_text, width_option
 
 _SHORT = {"prompt": "yes", "dropped": "no", "refused": "400", "injected": "own", "fails": "fails", "unknown": "?"}
 """A row's outcome in the table: the schemas reach the prompt, are dropped silently, the request is refused (HTTP
@@ -76,6 +76,7 @@ def table(result: Any) -> str:
     "runtime matrix, each finding with its fix, the prompt each runtime renders.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (atomically).")
+@width_option
 @click.pass_context
 def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Audit the models you already have: every GGUF in Ollama's store ($OLLAMA_MODELS or ~/.ollama/models),

@@ -351,8 +351,9 @@ def diff(
     its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog.
 
     When no upstream is named and none can be discovered or reached (the error is raised),
-    ``on_no_upstream(view, repair, own)`` is called first with what the file says without it: its runtime view, its one repair (as ``audit`` prints
-    it) and which of its templates are upstream's own; so ``diff`` still ends with the verdict and the fix."""
+    ``on_no_upstream(view, repair, own)`` is called first with what the file says without it: its runtime view,
+    its one repair (as ``audit`` prints it) and which of its templates are upstream's own; so ``diff`` still
+    ends with the verdict and the fix."""
     from gguftpl.errors import GGUFTplError, UsageError
     from gguftpl.gguf.open import open_header
     from gguftpl.gguf.templateset import load_templateset

@@ -139,6 +139,23 @@ def test_diff_ends_with_the_verdict_and_the_fix_audit_prints(kind: str, make_ggu
     assert (fa.repair.command is not None) == (kind == "tool_use")
 
 
+def test_real_smollm2_and_qwen_coder_diff_ends_as_audit_does(corpus_file: Any) -> None:
+    """Acceptance of issue 26 on the corpus: `diff` prints audit's verdict and fix. SmolLM2 (its upstream unknown
+    offline) gets the same advice and then diff's error, exit 2; Qwen2.5-Coder (tools in all 9) no fix at all."""
+    for name, code in (("SmolLM2-135M-Instruct.Q4_1.gguf", 2), ("Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", 0)):
+        path = corpus_file(name)
+        fa = gguftpl.audit_paths([path]).files[0]
+        audit = cli("audit", "--exit-zero", "--width", "10000", path).output.rsplit("\n\n", 1)[0]
+        want = _tail(audit, 2 if fa.repair.needed else 1)
+        assert want[0].startswith("verdict: "), audit[-1500:]
+        res = cli("diff", path, "--no-behaviour", "--width", "10000")
+        assert res.exit_code == code and _tail(res.stdout, len(want)) == want, (res.stdout[-1500:], res.stderr)
+        if fa.repair.needed:
+            assert want[1] == f"fix: {fa.repair.text()}" and "fix: " in audit.split("verdict: ")[0]
+        else:
+            assert "fix: " not in res.stdout and "9 of 9 runtimes" in want[0]
+
+
 def test_an_upstream_without_a_tool_template_says_no_repair_exists(make_gguf: Any) -> None:
     entry = load_catalog().get("deepseek-ai/DeepSeek-R1-Distill-Llama-8B")
     assert entry is not None

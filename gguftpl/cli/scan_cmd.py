@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json_text, width_option
+from gguftpl.cli.output import StderrProgress, echo, echo_json_text, width_option
 
 _SHORT = {"prompt": "yes", "dropped": "no", "refused": "400", "injected": "own", "fails": "fails", "unknown": "?"}
 """A row's outcome in the table: the schemas reach the prompt, are dropped silently, the request is refused (HTTP
@@ -101,7 +101,8 @@ def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...],
         from gguftpl.safeio import check_output_folder
 
         check_output_folder(output)
-    result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")))
+    with StderrProgress("scan", unit="model") as progress:  # a bar with the model being audited, on a terminal
+        result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")), progress=progress)
     if fmt == "html":
         from gguftpl.report.scanhtml import scan_page
 

@@ -367,3 +367,18 @@ def test_survey_fits(hub: Any, files: dict[str, Path], tmp_path: Path) -> None:
     for width, how in FORMS:
         args = ["survey", "--author", "pub", "--state", str(tmp_path / f"s{width}{how}.db")]
         assert "pub/" in assert_fits(args, width, how)
+
+
+def test_verify_runtime_reasons_go_on_under_their_column(files: dict[str, Path]) -> None:
+    """verify's runtime table wrapped each reason back to column 4, under the runtime names; now a reason goes on
+    under its own column, as in the audit's report, and a narrow terminal gets one runtime a line."""
+    pytest.importorskip("xllamacpp")
+    report = run(["verify", str(files["sample"])], 140, "flag").stdout  # 84 columns before the reasons
+    block = report.split("each by its own engine):\n", 1)[1].split("\nverdict: ", 1)[0].split("\n")
+    first = re.match(r"^  (.+?)  +(\S+)  +(.+?)  +(\S.*)$", block[0])
+    assert first is not None, block[:3]
+    goes_on = [line for line in block if line.startswith("   ")]
+    assert goes_on and all(len(line) - len(line.lstrip(" ")) == first.start(4) for line in goes_on), block
+    narrow = run(["verify", str(files["sample"])], 40, "flag").stdout
+    rows = narrow.split("engine):\n", 1)[1].split("\nverdict: ", 1)[0].split("\n")
+    assert rows[0].startswith("  llama.cpp, template default: tools") and rows[1].startswith("      "), rows[:3]

@@ -382,3 +382,52 @@ def test_verify_runtime_reasons_go_on_under_their_column(files: dict[str, Path])
     narrow = run(["verify", str(files["sample"])], 40, "flag").stdout
     rows = narrow.split("engine):\n", 1)[1].split("\nverdict: ", 1)[0].split("\n")
     assert rows[0].startswith("  llama.cpp, template default: tools") and rows[1].startswith("      "), rows[:3]
+
+
+def _stdout_on_terminal(args: list[str], env: dict[str, str]) -> str:
+    """``gguftpl ARGS`` with stdout on a 120-column pseudo-terminal: what the terminal got."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.conftest import ROOT
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    full.pop("COLUMNS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gguftpl", *args], stdout=slave, stderr=subprocess.DEVNULL, env=full)
+    os.close(slave)
+    got = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        got.append(data)
+    proc.wait()
+    os.close(master)
+    return b"".join(got).decode("utf-8", "replace")
+
+
+def test_diff_and_verify_colour_a_command_and_advice_apart(files: dict[str, Path], make_gguf: MakeGGUF) -> None:
+    """Two colours for a fix in every text report, not only audit's: on a terminal, diff's and verify's fix is
+    cyan when it is a command to run and magenta when it is advice in words; no colour with NO_COLOR."""
+    pytest.importorskip("xllamacpp")
+    anonymous = str(make_gguf("anonymous.gguf", templates={"default": CHATML}))
+    sample = str(files["sample"])
+    for args, label, colour in (
+        (["diff", sample, "--no-behaviour"], "fix: ", "36"),
+        (["diff", anonymous], "fix: ", "35"),  # no upstream offline: the advice, then the error
+        (["verify", sample], "repair: ", "36"),
+        (["verify", anonymous], "repair: ", "35"),
+    ):
+        shown = _stdout_on_terminal(args, {})
+        assert f"{label}\x1b[{colour}mgguftpl " in shown, (args, shown[-800:])
+        assert "\x1b[" not in _stdout_on_terminal(args, {"NO_COLOR": "1"})

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gguftpl.cli.modelarg import LOCAL_MODEL
-from gguftpl.cli.output import StderrProgress, echo, echo_json, output_width, width_option
+from gguftpl.cli.output import StderrProgress, colour_fixes, echo, echo_json, output_width, width_option
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -205,7 +205,9 @@ def _report(file: str, result: Any, fmt: str, with_data: bool, record: str | Non
         echo_json(data)
     else:
         recorded = f"\nrecorded: {record}" if record else ""
-        echo(_text(result, view, repair, own) + recorded, color=None)
+        from gguftpl.safeio import terminal_text
+
+        echo(colour_fixes(terminal_text(_text(result, view, repair, own) + recorded, keep_sgr=True)), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 

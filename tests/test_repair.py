@@ -128,6 +128,10 @@ def test_diff_ends_with_the_verdict_and_the_fix_audit_prints(kind: str, make_ggu
     fa = gguftpl.audit_paths([path]).files[0]
     if kind == "sample":
         assert res.exit_code == 1 and gguftpl.diff(path).repair.text() == fa.repair.text()
+        # the JSON carries the same runtime rows and repair as audit's
+        doc = json.loads(cli("diff", path, "--no-behaviour", "--format", "json").stdout)
+        audited = json.loads(cli("audit", "--format", "json", path).stdout)["files"][0]
+        assert doc["runtimes"] == audited["runtimes"] and doc["repair"]["command"] == audited["repair"]["command"]
         return
     assert res.exit_code == 2 and res.stdout.startswith(f"{path}\n"), (res.stdout, res.stderr)
     (err,) = res.stderr.strip().splitlines()

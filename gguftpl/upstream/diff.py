@@ -168,6 +168,7 @@ class DiffResult:
                 "differences": [t.to_dict() for t in self.tokens],
             },
             "behaviour": [b.to_dict() for b in self.behaviour],
+            "runtimes": self.runtimes.to_list() if self.runtimes is not None else None,
             "repair": self.repair.to_dict() if self.repair is not None else None,
             "summary": {
                 "template_differences": len(self.template_differences),

@@ -306,13 +306,16 @@ def patch_folder(
     jobs: int | None = None,
     checks: bool = True,
     on_file: FileDone | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> FolderPatch:
     """Patch every GGUF under ``folders`` with one plan, writing to ``out_dir`` (the same layout) or over each
     file (``in_place``); see the module doc. The templates come from ``repo`` (the Hub, at ``revision``),
     ``catalog`` (an entry, or ``"auto"``), a ready ``source``, or ``templates`` (name -> text) and ``remove``;
     ``tools_in_default`` as in ``patch_tools_in_default``. ``options`` are the one-file options (``in_place``
     is taken from here); ``jobs`` writes run at once (default ``default_jobs()``); ``on_file`` is called as
-    each file is done. Per-file failures are results (``FolderFile.status == "failed"``), never raised."""
+    each file is done, and ``progress(done, total, name)`` as each of the ``total`` files (a split model's
+    shards count as one) is (a bar, :class:`gguftpl.cli.output.StderrProgress`). Per-file failures are
+    results (``FolderFile.status == "failed"``), never raised."""
     from dataclasses import replace
 
     from gguftpl.auditcache import AnalysisCache
@@ -343,7 +346,7 @@ def patch_folder(
     )
     result = FolderPatch(tuple(roots), tuple(outs))
     cache = AnalysisCache.on_disk(read_disk=False)
-    result.files = _run(units, planner, opts, jobs, on_file, cache)
+    result.files = _run(units, planner, opts, jobs, on_file, cache, progress)
     result.how_found, result.warnings = planner.how_found, planner.warnings
     if checks:
         result.checks = _folder_checks(outs, jobs, cache, planner.upstreams())
@@ -351,17 +354,28 @@ def patch_folder(
 
 
 def _run(
-    units: list[_Unit], planner: _Planner, opts: PatchOptions, jobs: int, on_file: FileDone | None, cache: Any
+    units: list[_Unit],
+    planner: _Planner,
+    opts: PatchOptions,
+    jobs: int,
+    on_file: FileDone | None,
+    cache: Any,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[FolderFile]:
     """Plan and gate each file here, write in the pool (at most ``2 * jobs`` waiting), audit each output here
     as its write ends. An interrupt cancels the writes not started; those under way end (atomically)."""
     done: list[FolderFile] = []
+
+    finished = [0]
 
     def report(files: list[FolderFile]) -> None:
         done.extend(files)
         for f in files:
             if on_file is not None:
                 on_file(f)
+        finished[0] += 1  # one unit: a file, or a split model's shards
+        if progress is not None and files:
+            progress(finished[0], len(units), files[0].name)
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gguftpl-patch")
     pending: deque[tuple[_Unit, Any, Future[Any]]] = deque()

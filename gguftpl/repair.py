@@ -357,6 +357,23 @@ def verdict_line(view: RuntimeView, upstream_own: Mapping[str, str] | None = Non
     return head + ("; " + "; ".join(rest) if rest else "")
 
 
+def verdict_fix_lines(
+    view: RuntimeView, repair: Repair | None, upstream_own: Mapping[str, str] | None = None
+) -> list[str]:
+    """A file's last lines in a plain report (``diff``): ``verdict: …`` for every runtime, then ``fix: …``, the
+    one repair, when a runtime loses the tools; what the audit's text report ends each file with."""
+    lines = [f"verdict: {verdict_line(view, upstream_own)}"]
+    if repair is not None and repair.needed:
+        lines.append(f"fix: {repair.text()}")
+    return lines
+
+
+def templates_command(label: str, origin: str, repo: str) -> str:
+    """The command that writes upstream's templates (``repo``, from the catalog or the Hub by ``origin``) into
+    the file, for a template that differs or was lost whatever the tools do."""
+    return patch_command(label, "--from-catalog" if origin == "catalog" else "--from-hub", shlex.quote(repo))
+
+
 # ------------------------------------------------------------------------------------- upstream's own templates
 
 _UPSTREAM_ORIGINS = ("hub", "cache", "catalog", "dir", "json")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +126,10 @@ def scan(
     paths: Iterable[str] = (),
     options: AuditOptions | None = None,
     cache: AnalysisCache | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> ScanResult:
-    """Find, de-duplicate and audit every model of ``stores`` (None: all) and of the folders in ``paths``."""
+    """Find, de-duplicate and audit every model of ``stores`` (None: all) and of the folders in ``paths``;
+    ``progress(done, total, ref)`` as each model is audited."""
     from gguftpl.audit import AuditOptions, audit_file
     from gguftpl.auditcache import AnalysisCache
     from gguftpl.stores import safety
@@ -150,10 +152,14 @@ def scan(
             groups.append([found])
         else:
             group.append(found)
-    for group in groups:
+    for i, group in enumerate(groups):
         m = group[0]
+        if progress is not None:
+            progress(i, len(groups), m.ref)
         fa = audit_file(m.path, options, label=m.ref, cache=cache, store=m)
         result.entries.append(ScanEntry(group, fa))
+    if progress is not None and groups:
+        progress(len(groups), len(groups), groups[-1][0].ref)
     result.analysed = cache.gathered - gathered
     result.go_rendered = enginefacts.GO_RENDERS[0] - rendered
     result.bytes_hashed = safety.HASHED[0] - hashed

@@ -24,7 +24,16 @@ import os
 import re
 import shutil
 
-__all__ = ["CUT_MARK", "DEFAULT_WIDTH", "MIN_WIDTH", "display_width", "fit_line", "fit_text", "terminal_width"]
+__all__ = [
+    "CUT_MARK",
+    "DEFAULT_WIDTH",
+    "MIN_WIDTH",
+    "command_hang",
+    "display_width",
+    "fit_line",
+    "fit_text",
+    "terminal_width",
+]
 
 DEFAULT_WIDTH = 100
 """The width when neither ``COLUMNS`` nor the terminal says (output into a pipe or a file)."""
@@ -213,6 +222,29 @@ def _defused(piece: str) -> str:
     return "\\x3a" + piece[1:] if piece.startswith("::") else piece
 
 
+# `fix: ` / `  repair: ` / `then run: `: a short label before what may be a command line
+_LABEL = re.compile(r"( *)((?:[A-Za-z][\w.-]*)(?: [A-Za-z][\w.-]*){0,3}: )?")
+
+
+def command_hang(line: str) -> int | None:
+    """The column a wrapped command goes on at when ``line`` is a command line to run (``gguftpl patch … &&
+    gguftpl verify FIXED.gguf``), alone or after a label (``  fix: ``), read as the shell reads it; None for any
+    other line. Its continuations hang under the command and each broken piece ends with `` \\``."""
+    plain = _SGR.sub("", line)
+    m = _LABEL.match(plain)
+    start = m.end() if m else 0
+    if not plain.startswith("gguftpl ", start):
+        return None
+    from gguftpl.commandline import is_command
+
+    return start if is_command(plain[start:]) else None
+
+
 def fit_text(text: str, width: int) -> str:
-    """Every line of ``text`` fitted to ``width`` (see :func:`fit_line`); newlines kept."""
-    return "\n".join(out for line in text.split("\n") for out in fit_line(line, width))
+    """Every line of ``text`` fitted to ``width`` (see :func:`fit_line`); newlines kept. A command line (see
+    :func:`command_hang`) wraps as a command: `` \\`` at each break, continued under the command."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        hang = command_hang(line) if display_width(line) > width else None
+        out += fit_line(line, width) if hang is None else fit_line(line, width, hang=hang, cont=" \\")
+    return "\n".join(out)

@@ -95,6 +95,31 @@ def test_a_multi_file_audit_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(fold
     assert quiet.stdout == out  # the report is the same with or without the bar
 
 
+def test_a_folder_patch_and_a_scan_show_a_bar_on_a_terminal_and_nothing_in_a_pipe(folder: Path, tmp_path: Path) -> None:
+    """`patch DIR -o OUT` drew a hand-written `[n] name: status` line per file on a terminal, and `scan` nothing:
+    both now draw tqdm's bar with the current file or model, and write nothing to stderr in a pipe."""
+    template = tmp_path / "new.jinja"
+    template.write_text(CHATML + "{# new #}", encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "HF_HOME": str(home / "hf"), "GGUFTPL_CACHE_DIR": str(tmp_path / "facts")}
+    for i, (args, unit) in enumerate(
+        (
+            (["patch", str(folder), "--template", f"default={template}", "-o"], "3/3"),
+            (["scan", "--path", str(folder)], "3/3"),
+        )
+    ):
+        argv = [*args, str(tmp_path / f"out{i}")] if args[0] == "patch" else args
+        code, out, err = on_terminal("-m", "gguftpl", *argv, env=env)
+        assert code in (0, 1), (out, err)
+        _assert_bar(err, unit, "model-Q")
+        assert "[1]" not in err  # no hand-drawn counter beside the bar
+        _assert_clean_report(out)
+        again = [*args, str(tmp_path / f"again{i}")] if args[0] == "patch" else args
+        quiet = piped("-m", "gguftpl", *again, env=env)
+        assert quiet.returncode == code and quiet.stderr == "", quiet.stderr
+
+
 @pytest.mark.skipif(not HAS_LLAMACPP, reason="xllamacpp is not installed")
 def test_verify_live_shows_its_steps_on_a_terminal_and_nothing_in_a_pipe(make_gguf: MakeGGUF) -> None:
     """The live stage's steps (`live: loading …`, `live: the model answers …`) are progress: a status line on

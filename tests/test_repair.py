@@ -107,6 +107,59 @@ def test_real_smollm2_and_qwen_coder(corpus_file: Any) -> None:
     assert res.exit_code == 0 and "no template changes" in res.output
 
 
+def _tail(text: str, n: int) -> list[str]:
+    """The last ``n`` report lines of a file (before an audit's summary), without their indent."""
+    return [ln.strip() for ln in text.rstrip().splitlines()[-n:]]
+
+
+@pytest.mark.parametrize("kind", ["sample", "tool_use", "anonymous"])
+def test_diff_ends_with_the_verdict_and_the_fix_audit_prints(kind: str, make_gguf: Any) -> None:
+    """Issue 26: each file's text report ends with the verdict per runtime and the one fix; `diff` printed them
+    before its summary, and with no upstream known (offline, no metadata, no catalog match) nothing but its error
+    line. Now it ends with audit's very lines, and without an upstream it prints them, then its error, exit 2; the
+    library hands the same repair to the caller (``on_no_upstream``)."""
+    templates = {"default": CHATML, "tool_use": TOOLS_DEFAULT} if kind == "tool_use" else {"default": CHATML}
+    path = CHATML_SAMPLE if kind == "sample" else make_gguf(f"{kind}.gguf", templates=templates)
+    audit = cli("audit", "--exit-zero", "--width", "10000", path).output
+    want = _tail(audit.rsplit("\n\n", 1)[0], 2)  # the file block's last lines: verdict, fix
+    assert want[0].startswith("verdict: ") and want[1].startswith("fix: "), audit[-2000:]
+    res = cli("diff", path, "--no-behaviour", "--width", "10000")
+    assert _tail(res.stdout, 2) == want, res.stdout[-2000:]
+    fa = gguftpl.audit_paths([path]).files[0]
+    if kind == "sample":
+        assert res.exit_code == 1 and gguftpl.diff(path).repair.text() == fa.repair.text()
+        # the JSON carries the same runtime rows and repair as audit's
+        doc = json.loads(cli("diff", path, "--no-behaviour", "--format", "json").stdout)
+        audited = json.loads(cli("audit", "--format", "json", path).stdout)["files"][0]
+        assert doc["runtimes"] == audited["runtimes"] and doc["repair"]["command"] == audited["repair"]["command"]
+        return
+    assert res.exit_code == 2 and res.stdout.startswith(f"{path}\n"), (res.stdout, res.stderr)
+    (err,) = res.stderr.strip().splitlines()
+    assert err.startswith("gguftpl: error: cannot tell which repo this GGUF came from")
+    told: list[Any] = []
+    with pytest.raises(gguftpl.UsageError):
+        gguftpl.diff(path, on_no_upstream=lambda view, repair, own: told.append(repair))
+    assert told == [fa.repair] and want[1] == f"fix: {fa.repair.text()}"
+    assert (fa.repair.command is not None) == (kind == "tool_use")
+
+
+def test_real_smollm2_and_qwen_coder_diff_ends_as_audit_does(corpus_file: Any) -> None:
+    """Acceptance of issue 26 on the corpus: `diff` prints audit's verdict and fix. SmolLM2 (its upstream unknown
+    offline) gets the same advice and then diff's error, exit 2; Qwen2.5-Coder (tools in all 9) no fix at all."""
+    for name, code in (("SmolLM2-135M-Instruct.Q4_1.gguf", 2), ("Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf", 0)):
+        path = corpus_file(name)
+        fa = gguftpl.audit_paths([path]).files[0]
+        audit = cli("audit", "--exit-zero", "--width", "10000", path).output.rsplit("\n\n", 1)[0]
+        want = _tail(audit, 2 if fa.repair.needed else 1)
+        assert want[0].startswith("verdict: "), audit[-1500:]
+        res = cli("diff", path, "--no-behaviour", "--width", "10000")
+        assert res.exit_code == code and _tail(res.stdout, len(want)) == want, (res.stdout[-1500:], res.stderr)
+        if fa.repair.needed:
+            assert want[1] == f"fix: {fa.repair.text()}" and "fix: " in audit.split("verdict: ")[0]
+        else:
+            assert "fix: " not in res.stdout and "9 of 9 runtimes" in want[0]
+
+
 def test_an_upstream_without_a_tool_template_says_no_repair_exists(make_gguf: Any) -> None:
     entry = load_catalog().get("deepseek-ai/DeepSeek-R1-Distill-Llama-8B")
     assert entry is not None

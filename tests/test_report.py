@@ -13,6 +13,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -259,6 +260,37 @@ def test_a_fix_to_run_and_a_fix_in_words_have_two_colours() -> None:
     words = re.findall(r"fix: \x1b\[35m([^\x1b]*)", out)  # magenta: advice
     assert words == ["Embed the upstream tool-use template."]
     assert "\x1b[" not in TextFormatter(color=False).format(run)
+
+
+def test_advice_that_starts_with_gguftpl_is_words_not_a_command(make_gguf: Any) -> None:
+    """Issue 26: "gguftpl knows no upstream template …" (a file whose upstream is unknown) was coloured and
+    wrapped as a runnable command (cyan, `` \\`` at each break) because it starts with "gguftpl ". A fix is a
+    command only when the shell would read it as gguftpl subcommands."""
+    from click.testing import CliRunner
+
+    from gguftpl.cli import main_group
+    from gguftpl.commandline import is_command
+    from gguftpl.report._common import fix_is_command
+    from tests.conftest import CHATML
+
+    path = make_gguf("anonymous.gguf", templates={"default": CHATML})
+    out = CliRunner().invoke(main_group, ["audit", "--color", "--width", "80", str(path)]).stdout
+    fixes = [ln for ln in out.splitlines() if ln.lstrip().startswith("fix: ")]
+    advice = [ln for ln in fixes if "gguftpl knows no upstream" in ln]
+    assert advice and all("fix: \x1b[35mgguftpl knows" in ln for ln in advice), fixes  # magenta: words
+    assert not any(ln.endswith(" \\") for ln in out.splitlines()), out  # prose wraps as prose
+    command = (
+        "gguftpl patch 'a b.gguf' --from-catalog ORG/X --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    )
+    assert fix_is_command(command) and is_command("gguftpl verify FIXED.gguf")
+    for words in (
+        "gguftpl knows no upstream template for this file, so it names no repair",
+        "gguftpl patch 'unclosed",  # the shell would not run it
+        "`gguftpl patch FILE --from-catalog ID` (upstream's templates)",
+        "gguftpl verify X.gguf; rm -rf /",  # a second command that is not gguftpl's
+        "gguftpl",
+    ):
+        assert not fix_is_command(words), words
 
 
 def test_text_colour_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:

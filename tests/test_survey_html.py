@@ -118,8 +118,12 @@ def test_the_survey_page_shows_the_repo_matrix_the_fixes_and_the_files_audited(
         # the top findings, each with the fix the JSON gives it; the repo's one repair above them
         assert (fixes_shown(top[0]) if top else []) == [c["fix"] for c in row["top_findings"]], repo
         assert all(c["fix"] for c in row["top_findings"])
-        if row["fix"]:
-            assert row["fix"] in [text(c) for c in section.find_all("code", cls="command")]
+        if row["fix"]:  # a command to run as code; advice in words ("gguftpl knows no upstream …") as words
+            from gguftpl.commandline import is_command
+
+            commands = [text(c) for c in section.find_all("code", cls="command")]
+            words = [text(c) for c in section.find_all("span", cls="words")]
+            assert row["fix"] in (commands if is_command(row["fix"]) else words), (row["fix"], commands, words)
         # the files audited: one row each, and each file's own findings below
         tables = section.find_all("table", cls="matrix")
         shown = [text(th) for th in tables[0].find_all("th") if th.attrs.get("scope") == "row"] if tables else []

@@ -266,3 +266,168 @@ def test_diff_lines_continue_in_a_gutter(files: dict[str, Path]) -> None:
     report = run(["diff", str(files["hostile"]), "--upstream", str(files["upstream_dir"])], 80, "flag").stdout
     hunk = report.split("@@", 1)[1]
     assert re.search(r"^: ", hunk, re.M), hunk[:2000]
+
+
+def _wrapped_command(report: str, label: str) -> str:
+    """The command on the line that starts with ``label``, joined back from its `` \\`` continuations."""
+    lines = report.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(label + "gguftpl "))
+    command = []
+    for line in lines[start:]:
+        command.append(line.removesuffix(" \\").strip())
+        if not line.endswith(" \\"):
+            break
+    return " ".join(command).removeprefix(label.strip()).strip()
+
+
+@pytest.mark.parametrize("label", ["fix: ", "repair: ", "  fix: ", ""])
+def test_a_label_line_followed_by_a_command_wraps_as_a_command(label: str) -> None:
+    """Issue 26: `repair: gguftpl patch …` (verify), `fix: gguftpl patch …` (diff, scan) were wrapped as prose, so
+    the pasted lines ran as several broken commands. A line whose text after a short label is a gguftpl command
+    line wraps with `` \\`` and goes on under the command; advice in words that starts with "gguftpl" does not."""
+    from gguftpl.textfit import fit_text
+
+    cmd = (
+        "gguftpl patch /models/some/long/path/Model-Q4_K_M.gguf --from-catalog NousResearch/Hermes-2-Pro-Mistral-7B"
+        " --tools-in-default -o FIXED.gguf && gguftpl verify FIXED.gguf"
+    )
+    lines = fit_text(label + cmd, 60).split("\n")
+    assert len(lines) > 2 and all(_widest(line)[0] <= 60 for line in lines)
+    assert all(line.endswith(" \\") for line in lines[:-1]) and not lines[-1].endswith("\\"), lines
+    assert all(line.startswith(" " * len(label)) and line.strip() for line in lines[1:])  # under the command
+    assert _wrapped_command("\n".join(lines), label) == cmd
+    advice = label + "gguftpl knows no upstream template with tools for this file, so it names no repair; " * 2
+    assert not any(line.endswith("\\") for line in fit_text(advice, 60).split("\n"))
+
+
+def test_verify_and_diff_commands_wrap_as_commands(files: dict[str, Path]) -> None:
+    """The fix `verify` and `diff` print, wrapped at 80 columns, is the command they print at full width."""
+    pytest.importorskip("xllamacpp")
+    sample = str(files["sample"])
+    for args, label in ((["verify", sample], "repair: "), (["diff", sample, "--no-behaviour"], "fix: ")):
+        narrow, wide = run(args, 80, "flag").stdout, run(args, 10_000, "flag").stdout
+        assert f"\n{label}{_wrapped_command(narrow, label)}\n" in wide, narrow[-1500:]
+
+
+@pytest.mark.parametrize(("width", "how"), FORMS)
+def test_catalog_fits(width: int, how: str) -> None:
+    """`gguftpl catalog` (its table of 40-odd entries with long ids and revisions) and each entry's page."""
+    table = assert_fits(["catalog"], width, how)
+    from gguftpl.upstream.catalog import load_catalog
+
+    ids = [e.repo_id for e in load_catalog().entries]
+    assert all(f"\n{i}  " in "\n" + table for i in ids)  # each id whole at a line's start, at 80 columns too
+    for entry in ids[:: max(1, len(ids) // 6)]:  # every sixth entry's page, its sha256s and git blobs
+        assert_fits(["catalog", entry], width, how)
+
+
+@pytest.mark.parametrize(("width", "how"), FORMS)
+def test_scan_fits(files: dict[str, Path], tmp_path: Path, width: int, how: str) -> None:
+    """`gguftpl scan` over a home with an Ollama store holding the hostile file under a long name and --path
+    with the hostile files (names of 190 bytes, wide characters)."""
+    from tests.ollama_store import ollama_model
+
+    home = tmp_path / "home"
+    ollama_model(home / ".ollama" / "models", "模型" * 20 + "hostile", files["hostile"])
+    env = {"HOME": str(home), "HF_HOME": str(home / "hf"), "GGUFTPL_CACHE_DIR": str(tmp_path / "facts")}
+    env |= {"OLLAMA_MODELS": None, "HF_HUB_CACHE": None, "LLAMA_CACHE": None}  # type: ignore[dict-item]
+    argv = ["scan", "--path", str(files["every"])] + (["--width", str(width)] if how == "flag" else [])
+    res = CliRunner().invoke(main_group, argv, env={**env, "COLUMNS": "10000" if how == "flag" else str(width)})
+    assert res.exit_code in (0, 1), (res.stdout[-2000:], res.stderr[-2000:])
+    worst, line = _widest(res.stdout)
+    assert worst <= width and "models (" in res.stdout.replace("\n", " "), line
+
+
+@pytest.mark.parametrize(("width", "how"), [(80, "flag"), (120, "COLUMNS")])
+def test_folder_patch_fits(files: dict[str, Path], tmp_path: Path, width: int, how: str) -> None:
+    """`gguftpl patch DIR -o OUTDIR`: the table of the hostile files, their names and their before/after."""
+    out = tmp_path / "out"
+    args = ["patch", str(files["every"]), "--template", f"default={files['new_template']}", "-o", str(out)]
+    report = assert_fits(args, width, how, (0, 1))
+    assert "3" in report and out.is_dir()
+
+
+def test_verify_replay_fits(make_gguf: MakeGGUF, tmp_path: Path) -> None:
+    """`verify --replay DIR`: the recorded live run judged again, its model's answer quoted, at 80 and 120."""
+    pytest.importorskip("xllamacpp")
+    from tests.test_live import _qwen_template
+
+    src = make_gguf("tiny.gguf", templates={"default": _qwen_template() + "{#- " + LONG + " #}"})
+    rec = tmp_path / "rec"
+    made = run(["verify", str(src), "--live", "--max-tokens", "8", "--threads", "1", "--record", str(rec)], 80, "flag")
+    assert made.exit_code in (0, 1) and (rec / "record.json").exists(), (made.stdout[-2000:], made.stderr[-2000:])
+    for width, how in FORMS:
+        assert "live" in assert_fits(["verify", "--replay", str(rec)], width, how)
+
+
+def test_survey_fits(hub: Any, files: dict[str, Path], tmp_path: Path) -> None:
+    """`gguftpl survey`: repos on the local Hub with the hostile files (long names, a 10 kB model name)."""
+    for i, key in enumerate(("hostile", "named", "sample")):
+        hub.add_file(f"pub/{'m' * 60}{i}-GGUF", f"{'q' * 80}-Q4_K_M.gguf", files[key])
+    for width, how in FORMS:
+        args = ["survey", "--author", "pub", "--state", str(tmp_path / f"s{width}{how}.db")]
+        assert "pub/" in assert_fits(args, width, how)
+
+
+def test_verify_runtime_reasons_go_on_under_their_column(files: dict[str, Path]) -> None:
+    """verify's runtime table wrapped each reason back to column 4, under the runtime names; now a reason goes on
+    under its own column, as in the audit's report, and a narrow terminal gets one runtime a line."""
+    pytest.importorskip("xllamacpp")
+    report = run(["verify", str(files["sample"])], 140, "flag").stdout  # 84 columns before the reasons
+    block = report.split("each by its own engine):\n", 1)[1].split("\nverdict: ", 1)[0].split("\n")
+    first = re.match(r"^  (.+?)  +(\S+)  +(.+?)  +(\S.*)$", block[0])
+    assert first is not None, block[:3]
+    goes_on = [line for line in block if line.startswith("   ")]
+    assert goes_on and all(len(line) - len(line.lstrip(" ")) == first.start(4) for line in goes_on), block
+    narrow = run(["verify", str(files["sample"])], 40, "flag").stdout
+    rows = narrow.split("engine):\n", 1)[1].split("\nverdict: ", 1)[0].split("\n")
+    assert rows[0].startswith("  llama.cpp, template default: tools") and rows[1].startswith("      "), rows[:3]
+
+
+def _stdout_on_terminal(args: list[str], env: dict[str, str]) -> str:
+    """``gguftpl ARGS`` with stdout on a 120-column pseudo-terminal: what the terminal got."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from tests.conftest import ROOT
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    full.pop("COLUMNS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gguftpl", *args], stdout=slave, stderr=subprocess.DEVNULL, env=full)
+    os.close(slave)
+    got = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        got.append(data)
+    proc.wait()
+    os.close(master)
+    return b"".join(got).decode("utf-8", "replace")
+
+
+def test_diff_and_verify_colour_a_command_and_advice_apart(files: dict[str, Path], make_gguf: MakeGGUF) -> None:
+    """Two colours for a fix in every text report, not only audit's: on a terminal, diff's and verify's fix is
+    cyan when it is a command to run and magenta when it is advice in words; no colour with NO_COLOR."""
+    pytest.importorskip("xllamacpp")
+    anonymous = str(make_gguf("anonymous.gguf", templates={"default": CHATML}))
+    sample = str(files["sample"])
+    for args, label, colour in (
+        (["diff", sample, "--no-behaviour"], "fix: ", "36"),
+        (["diff", anonymous], "fix: ", "35"),  # no upstream offline: the advice, then the error
+        (["verify", sample], "repair: ", "36"),
+        (["verify", anonymous], "repair: ", "35"),
+    ):
+        shown = _stdout_on_terminal(args, {})
+        assert f"{label}\x1b[{colour}mgguftpl " in shown, (args, shown[-800:])
+        assert "\x1b[" not in _stdout_on_terminal(args, {"NO_COLOR": "1"})

@@ -15,23 +15,8 @@ from typing import Any, NoReturn
 import click
 
 from gguftpl import __version__, interrupts
+from gguftpl.commandline import COMMANDS  # command name -> module under gguftpl.cli
 from gguftpl.errors import GGUFTplError
-
-# command name -> module under gguftpl.cli
-COMMANDS: dict[str, str] = {
-    "inspect": "inspect_cmd",
-    "audit": "audit_cmd",
-    "rules": "rules_cmd",
-    "patch": "patch_cmd",
-    "diff": "diff_cmd",
-    "render": "render_cmd",
-    "verify": "verify_cmd",
-    "engines": "engines_cmd",
-    "cache": "cache_cmd",
-    "catalog": "catalog_cmd",
-    "scan": "scan_cmd",
-    "survey": "survey_cmd",
-}
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json
+from gguftpl.cli.output import echo, echo_json, output_width, width_option
 
 
 @click.command("catalog")
@@ -15,6 +15,7 @@ from gguftpl.cli.output import echo, echo_json
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
 )
+@width_option
 def command(entry_id: str | None, fmt: str) -> None:
     """List the bundled catalog of upstream chat templates: each entry's id (what `diff --catalog ID` and
     `patch --from-catalog ID` take), its status (EXACT: a byte copy of the upstream file; CORROBORATED: several
@@ -31,7 +32,7 @@ def command(entry_id: str | None, fmt: str) -> None:
     elif entry_id is not None:
         echo(_entry_text(summaries[0]))
     else:
-        echo(_list_text(summaries))
+        echo(_list_text(summaries, output_width()))
 
 
 def _templates(s: dict[str, Any]) -> str:
@@ -42,7 +43,9 @@ def _tools(s: dict[str, Any]) -> str:
     return f"yes ({', '.join(s['tools'])})" if s["tools"] else "no"
 
 
-def _list_text(summaries: list[dict[str, Any]]) -> str:
+def _list_text(summaries: list[dict[str, Any]], width: int) -> str:
+    """A table, one entry a line; when it is wider than ``width``, each entry on two lines (its id and status,
+    then its templates, tools and revision), rather than a table whose rows all wrap."""
     rows = [
         (s["id"], s["status"], _templates(s), _tools(s), f"rev {s['revision'][:12]}" if s["revision"] else "rev -")
         for s in summaries
@@ -50,6 +53,8 @@ def _list_text(summaries: list[dict[str, Any]]) -> str:
     head = ("id", "status", "templates", "tools", "provenance")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in [head, *rows]]
+    if max(len(line) for line in lines) > width:
+        lines = [f"{r[0]}  {r[1]}  {r[4]}\n    templates {r[2]}; tools {r[3]}" for r in rows]
     lines.append(f"{len(rows)} entries; `gguftpl catalog ID` shows one entry's provenance in full")
     return "\n".join(lines)
 

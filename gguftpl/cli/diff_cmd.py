@@ -3,10 +3,12 @@ discovered, then compare) -> report -> exit code 0 identical, 1 differences, 2 e
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gguftpl.cli.modelarg import MODEL
-from gguftpl.cli.output import echo, echo_json, width_option
+from gguftpl.cli.output import colour_fixes, echo, echo_json, width_option
 
 
 @click.command("diff")
@@ -56,11 +58,22 @@ def command(
 
     source = UpstreamSource(repo=hub, revision=revision, folder=upstream, catalog=catalog, fallback=not no_fallback)
     options = DiffOptions(ignore_whitespace=ignore_whitespace, behaviour=not no_behaviour, context=context)
-    result = diff(file, source, options)
+
+    def no_upstream(view: Any, repair: Any, own: dict[str, str]) -> None:
+        # what the file says without its upstream, before the error line: the verdict and the one repair
+        from gguftpl.repair import verdict_fix_lines
+        from gguftpl.safeio import terminal_text
+
+        echo(colour_fixes(terminal_text(f"{file}\n" + "\n".join(verdict_fix_lines(view, repair, own)))), color=None)
+
+    result = diff(file, source, options, on_no_upstream=no_upstream if fmt == "text" else None)
     for w in result.upstream.warnings:
         echo(f"gguftpl: {w}", err=True)
     if fmt == "json":
         echo_json(diff_data(result))
     else:
-        echo(diff_text(result), nl=False)
+        from gguftpl.safeio import terminal_text
+
+        # the file's text escaped first, then gguftpl's own colour for the fix (on a terminal only)
+        echo(colour_fixes(terminal_text(diff_text(result))), nl=False, color=None)
     raise SystemExit(0 if result.identical else 1)

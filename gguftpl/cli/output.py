@@ -28,6 +28,7 @@ from gguftpl.safeio import json_text, terminal_text
 
 __all__ = [
     "StderrProgress",
+    "colour_fixes",
     "dumps_json",
     "echo",
     "echo_json",
@@ -88,6 +89,28 @@ def echo(text: str, *, err: bool = False, nl: bool = True, color: bool | None = 
 
         safe = fit_text(safe, output_width())
     click.echo(safe, err=err, nl=nl, color=shown)
+
+
+FIX_LABELS = ("fix: ", "repair: ")
+
+
+def colour_fixes(text: str) -> str:
+    """``text`` (escaped already) with the fix of each line that starts ``fix: `` or ``repair: `` coloured as
+    the audit's text report colours one: cyan a command to run, magenta advice in words
+    (:func:`gguftpl.commandline.is_command` tells them apart). :func:`echo` with ``color=None`` shows the
+    colour on a terminal only, and never with NO_COLOR."""
+    from gguftpl.commandline import is_command
+    from gguftpl.report.text import FIX_COMMAND_FG, FIX_WORDS_FG
+
+    out = []
+    for line in text.split("\n"):
+        # at column 0 only: a quoted template's line (a diff's context, indented evidence) is never one
+        label = next((lb for lb in FIX_LABELS if line.startswith(lb)), None)
+        if label is not None and "\x1b" not in line:
+            fix = line[len(label) :]
+            line = label + click.style(fix, fg=FIX_COMMAND_FG if is_command(fix) else FIX_WORDS_FG)
+        out.append(line)
+    return "\n".join(out)
 
 
 def dumps_json(obj: Any) -> str:

@@ -3,12 +3,11 @@ failed (or the folder checks found an error)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo
+from gguftpl.cli.output import StderrProgress, echo
 from gguftpl.errors import UsageError
 
 
@@ -40,26 +39,20 @@ def run_folder(
     files = parse_template_args(templates)
     texts = read_templates(files)
     options = PatchOptions(force=force, provenance=provenance, audit=audit, allow_new_errors=allow_new_errors)
-    total = [0]
-
-    def on_file(f: Any) -> None:
-        total[0] += 1
-        if sys.stderr.isatty():
-            echo(f"  [{total[0]}] {f.name}: {f.status}", err=True)
-
-    result = patch_folder(
-        list(paths),
-        out,
-        source=source,
-        templates=texts,
-        remove=remove,
-        template_files=files,
-        only=list(only) or None,
-        options=options,
-        jobs=jobs,
-        on_file=on_file,
-        **flags,
-    )
+    with StderrProgress("patch") as progress:  # a bar with the file being written, on a terminal only
+        result = patch_folder(
+            list(paths),
+            out,
+            source=source,
+            templates=texts,
+            remove=remove,
+            template_files=files,
+            only=list(only) or None,
+            options=options,
+            jobs=jobs,
+            progress=progress,
+            **flags,
+        )
     for w in result.warnings:
         echo(f"gguftpl: {w}", err=True)
     if result.how_found:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gguftpl.cli.output import echo, echo_json_text, output_width, width_option
+from gguftpl.cli.output import StderrProgress, echo, echo_json_text, output_width, width_option
 
 _SHORT = {"prompt": "yes", "dropped": "no", "refused": "400", "injected": "own", "fails": "fails", "unknown": "?"}
 """A row's outcome in the table: the schemas reach the prompt, are dropped silently, the request is refused (HTTP
@@ -119,8 +119,8 @@ def command(ctx: click.Context, stores: tuple[str, ...], paths: tuple[str, ...],
         check_output_folder(output)
     from gguftpl.cli.modelarg import hash_progress
 
-    with hash_progress():
-        result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")))
+    with hash_progress(), StderrProgress("scan", unit="model") as progress:  # bars on a terminal only
+        result = scan(list(stores) or None, list(paths), AuditOptions(select=("GT7", "GT2")), progress=progress)
     if fmt == "html":
         from gguftpl.report.scanhtml import scan_page
 

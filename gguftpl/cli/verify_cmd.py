@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from gguftpl.cli.modelarg import LOCAL_MODEL
-from gguftpl.cli.output import StderrProgress, echo, echo_json, width_option
+from gguftpl.cli.output import StderrProgress, colour_fixes, echo, echo_json, output_width, width_option
 from gguftpl.cli.tool_options import (
     open_from_options,
     pop_tool_check_options,
@@ -205,7 +205,9 @@ def _report(file: str, result: Any, fmt: str, with_data: bool, record: str | Non
         echo_json(data)
     else:
         recorded = f"\nrecorded: {record}" if record else ""
-        echo(_text(result, view, repair, own) + recorded, color=None)
+        from gguftpl.safeio import terminal_text
+
+        echo(colour_fixes(terminal_text(_text(result, view, repair, own) + recorded, keep_sgr=True)), color=None)
     raise SystemExit(0 if result.ok else 1)
 
 
@@ -308,15 +310,26 @@ def _text(result: Any, view: Any = None, repair: Any = None, upstream_own: Any =
 
 
 def _runtime_lines(view: Any) -> list[str]:
-    """Every runtime, from the audit of the file's templates (each judged by its own engine)."""
+    """Every runtime, from the audit of the file's templates (each judged by its own engine), laid out as the
+    audit's text report lays them out: a row's reason goes on under its column, and when too few columns are left
+    for it, each runtime on a line of its own with its reason below it."""
+    from gguftpl.report.text import WHY_COLUMN_MIN
     from gguftpl.runtimes.rows import outcome_text
+    from gguftpl.safeio import printable
+    from gguftpl.textfit import fit_line
 
-    w1 = max(len(r.name) for r in view.rows)
-    w2 = max(len(r.template) for r in view.rows)
-    w3 = max(len(outcome_text(r)) for r in view.rows)
+    rows = [(r.name, printable(r.template), outcome_text(r), printable(r.reason)) for r in view.rows]
+    w1, w2, w3 = (max(len(r[i]) for r in rows) for i in range(3))
+    why_at = 2 + w1 + 2 + w2 + 2 + w3 + 2
+    width = output_width()
     out = ["runtimes, for a request with tools (from the audit of the file's templates, each by its own engine):"]
-    for r in view.rows:
-        out.append(f"  {r.name:<{w1}}  {r.template:<{w2}}  {outcome_text(r):<{w3}}  {r.reason}")
+    if width - why_at < WHY_COLUMN_MIN:
+        for name, template, tools, reason in rows:
+            out += fit_line(f"  {name}, template {template}: tools {tools}", width, hang=6)
+            out += fit_line(f"      {reason}", width, hang=6)
+        return out
+    for name, template, tools, reason in rows:
+        out += fit_line(f"  {name:<{w1}}  {template:<{w2}}  {tools:<{w3}}  {reason}", width, hang=why_at)
     return out
 
 

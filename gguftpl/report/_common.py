@@ -39,9 +39,12 @@ def fix_of(run: AuditRun, finding: Finding) -> str:
 
 
 def fix_is_command(fix: str) -> bool:
-    """Whether a fix is a command to run (``gguftpl patch …``) rather than advice in words: the text report
-    colours the two apart and keeps a wrapped command runnable."""
-    return fix.startswith("gguftpl ")
+    """Whether a fix is a command to run (``gguftpl patch …``) rather than advice in words that may start with
+    "gguftpl" too: read as the shell reads it (:func:`gguftpl.commandline.is_command`). The text report colours
+    the two apart and keeps a wrapped command runnable."""
+    from gguftpl.commandline import is_command
+
+    return is_command(fix)
 
 
 def template_dict(report: Any) -> dict[str, Any]:

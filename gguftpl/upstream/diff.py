@@ -20,6 +20,7 @@ import difflib
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +129,8 @@ class DiffResult:
     source; None when the file was not audited (:func:`diff_templateset` alone)."""
     runtimes: Any = None
     """The file's runtime view (:mod:`gguftpl.runtimes.view`) the repair was computed from."""
+    upstream_own: dict[str, str] = field(default_factory=dict)
+    """Which of the file's templates are upstream's own (:func:`gguftpl.repair.upstream_templates`)."""
 
     @property
     def template_differences(self) -> list[TemplateDiff]:
@@ -165,6 +168,7 @@ class DiffResult:
                 "differences": [t.to_dict() for t in self.tokens],
             },
             "behaviour": [b.to_dict() for b in self.behaviour],
+            "runtimes": self.runtimes.to_list() if self.runtimes is not None else None,
             "repair": self.repair.to_dict() if self.repair is not None else None,
             "summary": {
                 "template_differences": len(self.template_differences),
@@ -338,11 +342,20 @@ def _excerpt(text: str, i: int, before: int = 40, after: int = 80) -> str:
 
 
 def diff(
-    src: str | os.PathLike[str], source: UpstreamSource | None = None, options: DiffOptions = DiffOptions()
+    src: str | os.PathLike[str],
+    source: UpstreamSource | None = None,
+    options: DiffOptions = DiffOptions(),
+    *,
+    on_no_upstream: Callable[[Any, Any, dict[str, str]], None] | None = None,
 ) -> DiffResult:
     """Compare the GGUF ``src`` (a local path, or ``hf://``/``https://`` URL: only its header is read) with
-    its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog."""
-    from gguftpl.errors import UsageError
+    its upstream: ``source`` names it, or (None) it is discovered from the GGUF's metadata or the catalog.
+
+    When no upstream is named and none can be discovered or reached (the error is raised),
+    ``on_no_upstream(view, repair, own)`` is called first with what the file says without it: its runtime view,
+    its one repair (as ``audit`` prints it) and which of its templates are upstream's own; so ``diff`` still
+    ends with the verdict and the fix."""
+    from gguftpl.errors import GGUFTplError, UsageError
     from gguftpl.gguf.open import open_header
     from gguftpl.gguf.templateset import load_templateset
     from gguftpl.upstream.resolve import UpstreamSource, resolve_upstream
@@ -353,7 +366,16 @@ def diff(
     with header:
         tset = load_templateset(header)
         tset.path = label
-        up = resolve_upstream(tset, source or UpstreamSource())
+        source = source or UpstreamSource()
+        try:
+            up = resolve_upstream(tset, source)
+        except GGUFTplError:
+            # only an upstream to discover: a mistyped --catalog ID or --hub REPO is the user's to correct
+            if on_no_upstream is not None and not (source.repo or source.folder or source.catalog):
+                view, repair, own = _repair(header, label, tset, None, "")
+                if view is not None:
+                    on_no_upstream(view, repair, own)
+            raise
         result = diff_templateset(
             tset,
             up.config,
@@ -362,27 +384,30 @@ def diff(
             behaviour=options.behaviour,
             context=options.context,
         )
-        view, repair = _repair(header, label, tset, up.config, up.how)
-        return replace(result, repair=repair, runtimes=view)
+        view, repair, own = _repair(header, label, tset, up.config, up.how)
+        return replace(result, repair=repair, runtimes=view, upstream_own=own)
 
 
-def _repair(header: Any, label: str, tset: Any, config: Any, how: str) -> tuple[Any, Any]:
+def _repair(header: Any, label: str, tset: Any, config: Any, how: str) -> tuple[Any, Any, dict[str, str]]:
     """The file's one repair (:mod:`gguftpl.repair`), from its runtime view (its audit, template facts cached on
-    disk) with the upstream this diff compared against as the source; None when the file cannot be audited."""
+    disk) with the upstream this diff compared against as the source (``config`` None: the upstream ``audit``
+    discovers, from the metadata and the catalog), and which of its templates are upstream's own; (None, None,
+    {}) when the file cannot be audited."""
     from gguftpl.audit import AuditOptions, audit_header
     from gguftpl.auditcache import AnalysisCache
-    from gguftpl.repair import file_repair, upstream_from_config
+    from gguftpl.repair import discover, file_repair, upstream_from_config
 
     fa = audit_header(header, label, AuditOptions(select=("GT7",)), cache=AnalysisCache.on_disk())
     if fa.runtimes is None:
-        return None, None
-    return fa.runtimes, file_repair(
+        return None, None, {}
+    repair = file_repair(
         label,
         fa.runtimes,
-        upstream_from_config(config, how),
+        upstream_from_config(config, how) if config is not None else discover(tset),
         token_id=tset.token_id if tset.has_vocab else None,
         has_templates=bool(tset.templates),
     )
+    return fa.runtimes, repair, dict(fa.upstream_own)
 
 
 def diff_templateset(
@@ -428,8 +453,9 @@ def diff_findings(result: DiffResult, file: str | None = None) -> list[Any]:
 
     where = file or result.file
     up = result.upstream
-    src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
-    fix = f"gguftpl patch {where} {src} {up.repo_id} -o FIXED.gguf" if up.repo_id else None
+    from gguftpl.repair import templates_command
+
+    fix = templates_command(where, up.origin, up.repo_id) if up.repo_id else None
     if result.repair is not None and result.repair.needed:
         fix = result.repair.text()  # the file's one repair, what audit and verify print
     out = []

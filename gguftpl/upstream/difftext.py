@@ -47,15 +47,6 @@ def diff_text(result: DiffResult) -> str:
         lines += ["", "Behaviour (the same probe conversations rendered with each side's runtime template)"]
         lines += _behaviour_lines(result)
     lines.append("")
-    repair = result.repair
-    if repair is not None and repair.needed:
-        from gguftpl.repair import verdict_line
-
-        lines += ["", f"verdict: {verdict_line(result.runtimes)}"] if result.runtimes is not None else [""]
-        lines += [f"fix: {repair.text()}"]
-    elif repair is None and result.lost_templates and up.repo_id:
-        src = "--from-catalog" if up.origin == "catalog" else "--from-hub"
-        lines += ["", f"fix: gguftpl patch {result.file} {src} {up.repo_id} -o FIXED.gguf"]
     n_t, n_k, n_b = len(result.template_differences), len(result.token_differences), len(result.behaviour_differences)
     if result.identical:
         lines.append("identical to upstream")
@@ -64,6 +55,14 @@ def diff_text(result: DiffResult) -> str:
             f"differences: {n_t} template{'s' if n_t != 1 else ''}, {n_k} special token{'s' if n_k != 1 else ''}, "
             f"{n_b} probe{'s' if n_b != 1 else ''}"
         )
+    # the report ends as each file of an audit does: the verdict per runtime, and the file's one repair
+    from gguftpl.repair import templates_command, verdict_fix_lines
+
+    repair = result.repair
+    if result.runtimes is not None:
+        lines += verdict_fix_lines(result.runtimes, repair, result.upstream_own)
+    if (repair is None or not repair.needed) and result.lost_templates and up.repo_id:
+        lines.append(f"fix: {templates_command(result.file, up.origin, up.repo_id)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,181 @@
+"""Issue 27 item 5, field by field: every field of a real cache entry deleted, or given a value of the wrong
+type, in an entry whose tag verifies (what a buggy gguftpl, or anyone holding the secret, would write). Each is
+a damaged entry: a miss, removed, and gathered again; never an error and never another verdict or fix line than
+``--no-cache`` gives. (A field missing was once read as its default: a dropped ``llamacpp`` read as "llama.cpp
+not asked".)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_attacks_cache import (
+    SAMPLE,
+    _keys_of,
+    _wrong,
+    entries,
+    findings,
+    no_cache,
+    read_entry,
+    run,
+    sealed_write,
+    verdict,
+)
+
+MakeGGUF = Callable[..., Path]
+Path_ = tuple[str | int, ...]
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Path:
+    """A cache folder that has seen the ChatML sample once (its verdict the same as ``--no-cache``)."""
+    cache = tmp_path / "cache"
+    assert verdict(run(cache, "audit", "--format", "json", SAMPLE)) == no_cache(SAMPLE)
+    assert entries(cache, "templates") and entries(cache, "files")
+    return cache
+
+
+def _fields(tp: Any, value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, bool]]:
+    """(path, a record's field) of every value under ``value``, read as the annotated type ``tp``: True for the
+    fields of a record (a dataclass: deleting one damages it), False for an item of a list or a mapping (one
+    fewer is another value, which only the tag can tell)."""
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            if f.name in value:
+                yield (*path, f.name), True
+                yield from _fields(hints[f.name], value[f.name], (*path, f.name))
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is not None:
+            (arm,) = [a for a in args if a is not type(None)]
+            yield from _fields(arm, value, path)
+    elif origin is tuple:
+        for i, item in enumerate(value):
+            yield (*path, i), False
+            yield from _fields(args[0] if args[-1] is Ellipsis else args[i], item, (*path, i))
+    elif origin is dict:
+        for k, item in value.items():
+            yield (*path, k), False
+            yield from _fields(args[1], item, (*path, k))
+
+
+def _damaged(data: Any, path: Path_, how: str) -> Any:
+    """A deep copy of ``data`` with the value at ``path`` deleted or given the wrong type."""
+    out = json.loads(json.dumps(data))
+    parent = out
+    for step in path[:-1]:
+        parent = parent[step]
+    if how == "delete":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = _wrong(parent[path[-1]])
+    return out
+
+
+def _template_damages(data: dict[str, Any]) -> list[tuple[Path_, str]]:
+    from gguftpl.templates.facts import TemplateFacts
+
+    found = list(_fields(TemplateFacts, data))
+    return [(p, "delete") for p, field in found if field] + [(p, "swap") for p, _ in found]
+
+
+def test_every_field_deleted_or_swapped_is_read_as_a_miss(warm: Path) -> None:
+    """All of them, through the store the audit reads (fast: no render): none is read back, each is removed."""
+    from gguftpl.templates.facts import TemplateFacts
+    from gguftpl.templates.factstore import FactsStore
+
+    (path,) = entries(warm, "templates")
+    original, good = path.read_bytes(), read_entry(path)
+    (key,) = _keys_of(FactsStore(warm / "facts"), TemplateFacts.from_dict(good))
+    damages = _template_damages(good)
+    assert len(damages) > 250 and any(p == ("llamacpp",) for p, _ in damages)
+    read_back = []
+    for field, how in damages:
+        path.write_bytes(original)
+        sealed_write(path, _damaged(good, field, how))
+        if FactsStore(warm / "facts").get(key) is not None or path.exists():
+            read_back.append((how, field))
+    assert not read_back, f"{len(read_back)} of {len(damages)} damaged entries were read back: {read_back[:12]}"
+
+
+def test_a_record_missing_a_field_is_an_error_not_its_default() -> None:
+    """The decoder itself, on every record type the cache holds (Ollama's Go facts too)."""
+    from gguftpl.templates.facts import EngineFacts, RenderFailure, _decode
+
+    record = RenderFailure("plain", "error", "boom")
+    assert _decode(RenderFailure, dataclasses.asdict(record)) == record
+    for name in dataclasses.asdict(record):
+        with pytest.raises(TypeError, match=name):
+            _decode(RenderFailure, {k: v for k, v in dataclasses.asdict(record).items() if k != name})
+    engine = dataclasses.asdict(EngineFacts("ollama"))
+    for name in engine:
+        with pytest.raises(TypeError):
+            _decode(EngineFacts, {k: v for k, v in engine.items() if k != name})
+
+
+def test_every_field_damaged_gives_the_no_cache_verdict_through_the_command_line(
+    tmp_path: Path, make_gguf: MakeGGUF
+) -> None:
+    """One real GGUF per damage (the sample's ChatML default, told apart by a comment), one real audit of them
+    all: every field deleted, and every top-level field given the wrong type, each in one file's entry. The
+    verdict, findings and fix line of every file equal those of the audit that gathered them afresh, and of
+    ``--no-cache``."""
+    from gguftpl.gguf.reader import read_header
+    from gguftpl.gguf.templateset import load_templateset
+
+    default = str(load_templateset(read_header(SAMPLE)).templates["default"].text)
+    cache = tmp_path / "cache"
+    probe = make_gguf("probe.gguf", templates={"default": default})
+    assert verdict(run(cache, "audit", "--format", "json", probe))[0] == 1
+    (entry,) = entries(cache, "templates")
+    shape = read_entry(entry)
+    damages = [(p, how) for p, how in _template_damages(shape) if how == "delete" or len(p) == 1]
+    assert len(damages) > 100
+    texts = [default + "{# damage " + str(i) + " #}" for i in range(len(damages))]
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for i, text in enumerate(texts):
+        make_gguf(f"models/m{i:04d}.gguf", templates={"default": text})
+    first = run(cache, "audit", "--format", "json", folder, timeout=1800)
+    fresh = verdict(first)
+    assert fresh[0] == 1 and len(fresh[1]) == len(damages), first.stderr[-2000:]
+    by_sha = {read_entry(p)["sha256"]: p for p in entries(cache, "templates")}
+    for (field, how), text in zip(damages, texts, strict=True):
+        path = by_sha[hashlib.sha256(text.encode()).hexdigest()]
+        sealed_write(path, _damaged(read_entry(path), field, how))
+    again = run(cache, "audit", "--format", "json", folder, timeout=1800)
+    assert "unexpected" not in again.stderr and "Traceback" not in again.stderr, again.stderr[-2000:]
+    damaged = verdict(again)
+    changed = [damages[i] for i, (a, b) in enumerate(zip(fresh[1], damaged[1], strict=True)) if a != b]
+    assert not changed, f"{len(changed)} damaged entries changed a verdict: {changed[:12]}"
+    assert damaged[0] == fresh[0]
+    some = sorted(folder.iterdir())[:: max(1, len(damages) // 3)]
+    assert findings(run(None, "audit", "--no-cache", "--format", "json", *some).stdout) == [
+        fresh[1][int(p.stem[1:])] for p in some
+    ]
+
+
+def test_every_field_of_the_file_entry_deleted_or_swapped(warm: Path) -> None:
+    """The per-file entry (upstream repo, how it was found, the first invalid UTF-8 byte), each field deleted
+    or of the wrong type: the sample's verdict and fix line are ``--no-cache``'s."""
+    (path,) = entries(warm, "files")
+    original, good = path.read_bytes(), read_entry(path)
+    expected = no_cache(SAMPLE)
+    for field in sorted(good):
+        for how in ("delete", "swap"):
+            path.write_bytes(original)
+            sealed_write(path, _damaged(good, (field,), how))
+            res = run(warm, "audit", "--format", "json", SAMPLE)
+            assert verdict(res) == expected, (field, how, res.stderr[-1000:])
+            assert read_entry(path) == good, (field, how)  # removed, and written again whole

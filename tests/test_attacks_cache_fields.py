@@ -1,4 +1,4 @@
-"""Issue 27 item 5, field by field: every field of a real cache entry deleted, or given a value of the wrong
+"""Issue 27 items 4 and 5, field by field: every field of a real cache entry deleted, or given a value of the wrong
 type, in an entry whose tag verifies (what a buggy gguftpl, or anyone holding the secret, would write). Each is
 a damaged entry: a miss, removed, and gathered again; never an error and never another verdict or fix line than
 ``--no-cache`` gives. (A field missing was once read as its default: a dropped ``llamacpp`` read as "llama.cpp
@@ -179,3 +179,80 @@ def test_every_field_of_the_file_entry_deleted_or_swapped(warm: Path) -> None:
             res = run(warm, "audit", "--format", "json", SAMPLE)
             assert verdict(res) == expected, (field, how, res.stderr[-1000:])
             assert read_entry(path) == good, (field, how)  # removed, and written again whole
+
+
+# --------------------------------------------------------------------------------------------- item 4
+
+EVIL_REPO = "evil-org/Hermes-2-Pro-Mistral-7B"
+
+
+def _report(stdout: str) -> list[dict[str, Any]]:
+    """Each file's whole JSON report but its timing and cache counters: upstream, findings, fix lines, repair."""
+    return [{k: v for k, v in fa.items() if k not in ("seconds", "cached")} for fa in json.loads(stdout)["files"]]
+
+
+def _steer(cache: Path, path: Path, claims: list[tuple[str | None, str]]) -> None:
+    """Each claim sealed into the file's entry in turn (tag and all): the audit's report is ``--no-cache``'s."""
+    expected = _report(run(None, "audit", "--no-cache", "--format", "json", path).stdout)
+    assert expected[0]["repair"]
+    (entry,) = entries(cache, "files")
+    good = read_entry(entry)
+    for repo, how in claims:
+        sealed_write(entry, {**good, "repo": repo, "how": how})
+        res = run(cache, "audit", "--format", "json", path)
+        assert res.returncode == 1 and EVIL_REPO not in res.stdout, (repo, how, res.stdout[-3000:])
+        assert _report(res.stdout) == expected, (repo, how)
+
+
+def test_a_sealed_file_entry_never_steers_the_fix_line(warm: Path) -> None:
+    """Issue 27 item 4: the sample's upstream is found by its model name in the catalog (cheap to find again);
+    a file entry naming another repo, tag and all, never makes the fix line ``--from-hub evil-org/...``."""
+    _steer(
+        warm,
+        SAMPLE,
+        [
+            (EVIL_REPO, "from general.source.url"),
+            (EVIL_REPO, f"matched by tokenizer: Llama 2, catalog entry {EVIL_REPO}"),
+            ("Qwen/Qwen2.5-7B-Instruct", "matched by tokenizer: Qwen2.5, catalog entry Qwen/Qwen2.5-7B-Instruct"),
+            (None, "no general.base_model/source keys"),
+        ],
+    )
+
+
+def test_a_sealed_file_entry_never_steers_an_answer_only_the_fingerprint_gives(tmp_path: Path) -> None:
+    """A file whose upstream only its tokenizer's fingerprint could tell (a gpt2 vocabulary of 50,000 tokens,
+    no metadata or template naming a repo): what the cache says is kept only when it names a catalog entry of a
+    family this tokenizer could be. An unknown repo, or a family whose vocabulary is larger than the file's, is
+    a damaged entry."""
+    from gguftpl.gguf.reader import ValueType
+    from gguftpl.gguf.tinymodel import tiny_llama_kv, tiny_llama_tensors
+    from gguftpl.gguf.writer import Typed, write_gguf
+    from tests.conftest import CHATML
+
+    n = 50_000
+    tokens = ["<|im_start|>", "<|im_end|>"] + [f"Ġw{i:x}" for i in range(n - 2)]
+    path = tmp_path / "vocab50k.gguf"
+    kv = {
+        **tiny_llama_kv(),
+        "general.name": "no-such-model",
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": Typed(ValueType.ARRAY, tokens, ValueType.STRING),
+        "tokenizer.ggml.token_type": Typed(ValueType.ARRAY, [3, 3] + [1] * (n - 2), ValueType.INT32),
+        "tokenizer.ggml.merges": Typed(ValueType.ARRAY, [f"Ġw{i:x} {i % 7}" for i in range(n)], ValueType.STRING),
+        "tokenizer.ggml.bos_token_id": Typed(ValueType.UINT32, 0),
+        "tokenizer.ggml.eos_token_id": Typed(ValueType.UINT32, 1),
+        "tokenizer.chat_template": CHATML + "{# not in the catalog #}",
+    }
+    write_gguf(path, kv, tiny_llama_tensors(n, n_embd=16))
+    cache = tmp_path / "cache"
+    first = _report(run(cache, "audit", "--format", "json", path).stdout)
+    assert first[0]["upstream"]["repo"] is None and "tokenizer" in first[0]["upstream"]["how"], first[0]["upstream"]
+    _steer(
+        cache,
+        path,
+        [
+            (EVIL_REPO, "from general.source.url"),
+            (EVIL_REPO, f"matched by tokenizer: SmolLM2, catalog entry {EVIL_REPO}"),
+            ("Qwen/Qwen2.5-7B-Instruct", "matched by tokenizer: Qwen2.5, catalog entry Qwen/Qwen2.5-7B-Instruct"),
+        ],
+    )

@@ -240,6 +240,12 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
             disk.remove("files", key)
         return None
 
+    def remove_file_facts(self, key: str) -> None:
+        """Remove the file entry under ``key`` (one whose facts cannot be right for the file it is read for)."""
+        disk = self.disk
+        if disk is not None:
+            disk.remove("files", key)
+
     def write_file_facts(self, key: str, facts: tuple[str | None, str, int | None]) -> None:
         disk = self.disk
         if disk is not None:

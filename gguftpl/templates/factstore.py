@@ -73,8 +73,11 @@ _WARNED: set[str] = set()
 def warn_once(message: str) -> None:
     """One line on stderr per message and process (a folder audit, a patch's three audits: one warning)."""
     if message not in _WARNED:
+        from gguftpl.safeio import printable
+
         _WARNED.add(message)
-        print(f"gguftpl: warning: {message}", file=sys.stderr, flush=True)
+        # the folder's name is shown: a newline or an escape in it must not forge lines or drive the terminal
+        print(f"gguftpl: warning: {printable(message)}", file=sys.stderr, flush=True)
 
 
 SOURCE_SUFFIXES = (".py", ".json", ".gotmpl", ".go", ".mod", ".mjs", ".js", ".jinja")

@@ -73,6 +73,11 @@ class AnalysisCache:
         the installed ones are asked; a runtime whose engine is missing says so in the runtime view."""
 
     @property
+    def disk_use(self) -> str:
+        """How facts kept beside the store (Ollama's Go facts) may use the folder: as the store does."""
+        return self._facts.disk_use
+
+    @property
     def gathered(self) -> int:
         """Templates whose facts were gathered (rendered) afresh, not read from memory or the disk."""
         return self._facts.gathered

@@ -256,3 +256,41 @@ def test_a_sealed_file_entry_never_steers_an_answer_only_the_fingerprint_gives(t
             ("Qwen/Qwen2.5-7B-Instruct", "matched by tokenizer: Qwen2.5, catalog entry Qwen/Qwen2.5-7B-Instruct"),
         ],
     )
+
+
+# --------------------------------------------------------------------------------------- Ollama's Go facts
+
+
+def test_no_cache_never_reads_ollama_s_go_facts_from_the_cache(tmp_path: Path) -> None:
+    """An Ollama model (a real store layout, its Go TEMPLATE rendered by Ollama's own Go engine): a sealed
+    ``gotemplates`` entry saying that TEMPLATE reads and renders the tools. ``audit --no-cache`` analyses
+    afresh: its report is that of a fresh cache (it read the entry, and lost Ollama from the runtimes that
+    drop the tools)."""
+    import os
+
+    from gguftpl.engines import registry
+    from tests.conftest import CHATML, build_gguf
+    from tests.ollama_store import CHATML_GO, CHATML_PARAMS, ollama_model
+
+    if not registry.availability("ollama").installed:
+        pytest.skip("Ollama's Go engine is not installed")
+    home = tmp_path / "home"
+    gguf = build_gguf(tmp_path / "src.gguf", templates={"default": CHATML})
+    ollama_model(home / ".ollama" / "models", "hermes-test", gguf, template=CHATML_GO, params=CHATML_PARAMS)
+    env = {"HOME": str(home), "OLLAMA_MODELS": str(home / ".ollama" / "models")}
+    cache = tmp_path / "cache"
+
+    def audit(folder: Path, *flags: str) -> Any:
+        res = run(folder, "audit", "--format", "json", *flags, "ollama://hermes-test", env=env, cwd=str(home))
+        assert res.returncode == 1, res.stderr[-2000:]
+        return _report(res.stdout)
+
+    first = audit(cache)
+    (entry,) = [p for p in (cache / "facts").rglob("*.json") if "gotemplates" in p.parts]
+    go = read_entry(entry)
+    assert go["reads_tools"] is False and go["tools_in_prompt"] is False
+    sealed_write(entry, {**go, "reads_tools": True, "tools_in_prompt": True})
+    fresh = audit(tmp_path / "fresh", "--no-cache")
+    assert fresh == first and "Ollama" in fresh[0]["repair"]["runtimes_dropping_tools"]
+    assert audit(cache, "--no-cache") == fresh
+    assert os.path.exists(entry) and read_entry(entry)["reads_tools"] is True  # the entry was not even read

@@ -32,6 +32,7 @@ def write_modelfile(file: str, folder: str | None, source: str | None, force: bo
     from gguftpl.report import write_atomic
     from gguftpl.runtimes.modelfile import ollama_modelfile
     from gguftpl.safeio import check_regular
+    from gguftpl.templates.factstore import disk_use
 
     if folder is None:
         raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
@@ -49,7 +50,8 @@ def write_modelfile(file: str, folder: str | None, source: str | None, force: bo
         raise UsageError(f"--ollama-modelfile {folder} is inside Ollama's store ({top}); write it elsewhere")
     options = AuditOptions(select=("GT7",))
     fa = audit_file(model.path, options, label=model.ref, cache=AnalysisCache.on_disk(), store=model)
-    mf = ollama_modelfile(model, fa.templates, _specials(model.path), source)
+    with disk_use("write"):  # the Modelfile's proof is rendered now, never read back from the cache
+        mf = ollama_modelfile(model, fa.templates, _specials(model.path), source)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "Modelfile")
     if os.path.lexists(path) and not force:

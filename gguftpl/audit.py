@@ -548,7 +548,8 @@ def audit_paths(
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
-    todo = _targets(paths)
+    with disk_use(cache.disk_use):  # a store blob's remembered digest too: --no-cache hashes it again
+        todo = _targets(paths)
     for i, (p, label, store) in enumerate(todo):
         if progress is not None:
             progress(i, len(todo), label or str(p))

@@ -294,3 +294,40 @@ def test_no_cache_never_reads_ollama_s_go_facts_from_the_cache(tmp_path: Path) -
     assert fresh == first and "Ollama" in fresh[0]["repair"]["runtimes_dropping_tools"]
     assert audit(cache, "--no-cache") == fresh
     assert os.path.exists(entry) and read_entry(entry)["reads_tools"] is True  # the entry was not even read
+
+
+def test_no_cache_hashes_a_store_blob_again(tmp_path: Path) -> None:
+    """An Ollama blob that no longer matches its name (a byte of its tensor data flipped), and a sealed
+    ``digests`` entry, under the blob's current identity, saying it does: ``audit --no-cache`` hashes the blob
+    and refuses it, as with a fresh cache."""
+    import os
+
+    from gguftpl.templates.cachedisk import CacheFolder
+    from tests.conftest import CHATML, build_gguf
+    from tests.ollama_store import CHATML_GO, CHATML_PARAMS, ollama_model
+
+    home = tmp_path / "home"
+    models = home / ".ollama" / "models"
+    gguf = build_gguf(tmp_path / "src.gguf", templates={"default": CHATML})
+    ollama_model(models, "hermes-test", gguf, template=CHATML_GO, params=CHATML_PARAMS)
+    digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    blob = models / "blobs" / f"sha256-{digest}"
+    with open(blob, "r+b") as fh:
+        fh.seek(-1, os.SEEK_END)
+        last = fh.read(1)
+        fh.seek(-1, os.SEEK_END)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    env = {"HOME": str(home), "OLLAMA_MODELS": str(models)}
+
+    def audit(folder: Path, *flags: str) -> Any:
+        return run(folder, "audit", "--format", "json", *flags, "ollama://hermes-test", env=env, cwd=str(home))
+
+    fresh = audit(tmp_path / "fresh", "--no-cache")
+    assert fresh.returncode == 2 and "does not match its name" in fresh.stderr, fresh.stderr
+    cache = tmp_path / "cache"
+    real, st = os.path.realpath(blob), os.stat(blob)
+    key = f"{real}\0{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    assert CacheFolder(cache / "facts").write("digests", key, digest)
+    assert audit(cache).returncode == 1  # the entry is live (its tag verifies): what --no-cache must not read
+    again = audit(cache, "--no-cache")
+    assert (again.returncode, again.stderr_lines) == (fresh.returncode, fresh.stderr_lines)

@@ -148,7 +148,9 @@ class AnalysisCache:
         of the vocabulary (a walk over every token): 0.1-0.4 s each for a 262k-token file. Kept on disk
         beside the template facts, under the file's raw metadata and the catalog it was matched against; and in
         memory, so the quants of one conversion (their metadata equal but for the per-quant keys) and the audits
-        of one file before and after a patch walk each vocabulary once, not once per audit."""
+        of one file before and after a patch walk each vocabulary once, not once per audit. An upstream answer
+        read from disk is found again where that is cheap (``_confirmed``): a fix line never comes from the cache
+        alone."""
         if header_key is None:
             return (*_find_upstream(tset), tset.invalid_token_utf8())
         key = _file_key(header_key)

@@ -376,7 +376,7 @@ def test_entries_and_fifos_planted_by_a_real_other_user_are_ignored(warm: Path, 
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="a uid without a passwd entry needs root and unshare"
 )
-@pytest.mark.parametrize("command", ["audit", "patch", "verify"])
+@pytest.mark.parametrize("command", ["audit", "patch", "verify", "cache"])
 def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
     """Issue 27 item 7: ``HOME`` unset, a uid unknown to /etc/passwd, no cache variables: ``audit``, ``patch``
     and ``verify`` (each said "unexpected RuntimeError: Could not determine home directory", exit 2)."""
@@ -389,6 +389,8 @@ def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
         args = ["patch", str(SAMPLE), "--template", f"tool_use={tpl}", "-o", str(tmp_path / "out.gguf")]
     if command == "verify":  # llama.cpp's trace of the sample: it drops the tools (exit 1), as with a home
         args = ["verify", "--format", "json", str(SAMPLE)]
+    if command == "cache":
+        args = ["cache", "info"]
     as_other = ["unshare", "--user", f"--map-user={OTHER_UID}", f"--map-group={OTHER_UID}"]
     proc = subprocess.run(
         [*as_other, sys.executable, "-m", "gguftpl", *args],
@@ -399,6 +401,10 @@ def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
         timeout=300,
     )
     assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
+    if command == "cache":  # says the cache is off, on stdout, and makes nothing
+        assert proc.returncode == 0 and proc.stdout.startswith("cache: off (no home directory"), proc.stdout
+        assert not proc.stderr and list(tmp_path.iterdir()) == [], proc.stderr
+        return
     assert proc.returncode == (0 if command == "patch" else 1), proc.stderr
     notices = [line for line in proc.stderr.splitlines() if "cache" in line]
     assert len(notices) == 1 and "no home directory" in notices[0], proc.stderr

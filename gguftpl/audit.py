@@ -38,6 +38,7 @@ from gguftpl.repair import upstream_templates
 from gguftpl.rules.context import FileContext
 from gguftpl.safeio import not_found
 from gguftpl.templates.facts import TemplateFacts
+from gguftpl.templates.factstore import disk_use
 
 if TYPE_CHECKING:
     from gguftpl.repair import Repair
@@ -306,9 +307,18 @@ def audit_header(
     """
     start = time.perf_counter()
     options = options or AuditOptions()
-    keep = options.keep
     cache = cache if cache is not None else AnalysisCache()
     audit = FileAudit(path=label)
+    with disk_use(cache.disk_use):  # Ollama's Go facts follow the audit's cache: --no-cache reads none
+        _audit_into(audit, header, label, options, cache, store)
+    audit.seconds = time.perf_counter() - start
+    return audit
+
+
+def _audit_into(
+    audit: FileAudit, header: Any, label: str, options: AuditOptions, cache: AnalysisCache, store: StoreModel | None
+) -> None:
+    keep = options.keep
     try:
         cache.engines = runtime_engines(options.runtimes)
         loaded, audit.cached = cache.load(header, options.engine)
@@ -349,8 +359,6 @@ def audit_header(
         stopped = audit_stopped(exc, audit.error, label, header)
         also = [f for f in header_checks if (f.code, f.location.key) != (stopped.code, stopped.location.key)]
         audit.findings = [f for f in [stopped, *also] if keep(f.code)]
-    audit.seconds = time.perf_counter() - start
-    return audit
 
 
 def _upstream(repo: str | None, how: str, store: StoreModel | None) -> tuple[str | None, str]:
@@ -552,7 +560,8 @@ def audit_paths(
     cache = cache if cache is not None else AnalysisCache()
     misses_before, checks_before = cache.misses, cache.parse_checks
     run = AuditRun()
-    todo = _targets(paths)
+    with disk_use(cache.disk_use):  # a store blob's remembered digest too: --no-cache hashes it again
+        todo = _targets(paths)
     for i, (p, label, store) in enumerate(todo):
         if progress is not None:
             progress(i, len(todo), label or str(p))

@@ -73,6 +73,11 @@ class AnalysisCache:
         the installed ones are asked; a runtime whose engine is missing says so in the runtime view."""
 
     @property
+    def disk_use(self) -> str:
+        """How facts kept beside the store (Ollama's Go facts) may use the folder: as the store does."""
+        return self._facts.disk_use
+
+    @property
     def gathered(self) -> int:
         """Templates whose facts were gathered (rendered) afresh, not read from memory or the disk."""
         return self._facts.gathered
@@ -143,13 +148,17 @@ class AnalysisCache:
         of the vocabulary (a walk over every token): 0.1-0.4 s each for a 262k-token file. Kept on disk
         beside the template facts, under the file's raw metadata and the catalog it was matched against; and in
         memory, so the quants of one conversion (their metadata equal but for the per-quant keys) and the audits
-        of one file before and after a patch walk each vocabulary once, not once per audit."""
+        of one file before and after a patch walk each vocabulary once, not once per audit. An upstream answer
+        read from disk is found again where that is cheap (``_confirmed``): a fix line never comes from the cache
+        alone."""
         if header_key is None:
             return (*_find_upstream(tset), tset.invalid_token_utf8())
         key = _file_key(header_key)
         found = self._file_memo.get(key)
         if found is None and self._facts.folder is not None:
-            found = self._facts.read_file_facts(key)
+            found = _confirmed(tset, self._facts.read_file_facts(key))
+            if found is None:
+                self._facts.remove_file_facts(key)
         if found is not None:
             return found
         repo, how = _find_upstream(tset)
@@ -315,6 +324,26 @@ def _catalog_identity(root: str) -> str:
         return f"catalog={source_digest(Path(root), None)}"
     except OSError:
         return "catalog=unreadable"
+
+
+FileFacts = tuple[str | None, str, int | None]
+"""A file's upstream repo, how it was found, and its first invalid UTF-8 byte."""
+
+
+def _confirmed(tset: Any, found: FileFacts | None) -> FileFacts | None:
+    """A file's cached facts with the upstream answer found again where that is cheap (``confirm_upstream``):
+    the fix line never comes from the cache alone. None: no entry, or one whose upstream cannot be right."""
+    if found is None:
+        return None
+    try:
+        from gguftpl.upstream.discover import confirm_upstream
+    except ImportError:  # no discovery here: no upstream, as _find_upstream says
+        return None, "", found[2]
+    try:
+        upstream = confirm_upstream(tset, found[0], found[1])
+    except GGUFTplError:  # no catalog: discovery says so when it runs again
+        return None
+    return None if upstream is None else (*upstream, found[2])
 
 
 def _find_upstream(tset: Any) -> tuple[str | None, str]:

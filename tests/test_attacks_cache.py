@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -275,39 +275,99 @@ def test_a_folder_others_can_write_into_is_ignored_with_one_warning(warm: Path) 
     assert "writable by others" in line and str(warm) in line, res.stderr
 
 
-def _write_as_other_user(path: Path, data: bytes) -> None:
-    """A real process of another uid (forked, then setuid to a uid nobody uses) writes ``path``."""
+@pytest.fixture
+def other_user() -> Iterator[tuple[int, int]]:
+    """(uid, gid) of a real user made with ``useradd`` for this test (no home, no shell), removed after: the
+    other user of a shared CI runner."""
+    import pwd
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("another user needs root and useradd")
+    name = f"gguftpl-t{os.getpid()}"
+    made = subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0 or "already exists" in made.stderr, made.stderr
+    try:
+        pw = pwd.getpwnam(name)
+        assert pw.pw_uid not in (0, os.geteuid())
+        yield pw.pw_uid, pw.pw_gid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def _as_user(user: tuple[int, int], folder: Path, act: Callable[[int], None]) -> None:
+    """``act(folder_fd)`` in a real process of ``user`` (forked, then setgid/setuid); the folder is opened
+    first (the parents of tmp_path are root's, mode 0700)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the parents of tmp_path are root's
-            os.setgid(OTHER_UID)
-            os.setuid(OTHER_UID)
-            fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
-            os.write(fd, data)
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            os.setgroups([])
+            os.setgid(user[1])
+            os.setuid(user[0])
+            act(fd)
             os._exit(0)
         except BaseException:
             os._exit(1)
     assert os.waitpid(pid, 0)[1] == 0
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="planting as another uid needs root")
-def test_an_entry_planted_by_another_uid_is_ignored(warm: Path) -> None:
-    """Another uid (a real process, setuid to a uid nobody uses) plants poisoned facts in a shared folder."""
-    _poison(warm)
+def _write_as_other_user(path: Path, data: bytes, user: tuple[int, int] = (OTHER_UID, OTHER_UID)) -> None:
+    """A real process of another uid writes ``path``."""
+
+    def write(folder: int) -> None:
+        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
+        os.write(fd, data)
+        os.close(fd)
+
+    _as_user(user, path.parent, write)
+
+
+def _shared(cache: Path) -> list[tuple[Path, bytes]]:
+    """The poisoned folder made a shared one (every folder mode 1777, as /tmp) and its template entries taken
+    out, for another user to plant: (path, the entry's bytes)."""
+    _poison(cache)
     planted = []
-    for path in entries(warm, "templates"):
+    for path in entries(cache, "templates"):
         data = path.read_bytes()
         path.unlink()
         planted.append((path, data))
-    for folder in {p.parent for p, _ in planted} | {warm, warm / "facts"}:
+    for folder in [cache, *(p for p in cache.rglob("*") if p.is_dir())]:
         folder.chmod(0o1777)
-    for path, data in planted:
+    return planted
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting as another uid needs root")
+def test_an_entry_planted_by_another_uid_is_ignored(warm: Path) -> None:
+    """Another uid (a real process, setuid to a uid nobody uses) plants poisoned facts in a shared folder."""
+    for path, data in _shared(warm):
         _write_as_other_user(path, data)
         assert path.stat().st_uid == OTHER_UID
     res = run(warm, "audit", "--format", "json", SAMPLE)
     assert verdict(res) == no_cache(SAMPLE)
     assert len(_warnings(res)) == 1, res.stderr
+
+
+def test_entries_and_fifos_planted_by_a_real_other_user_are_ignored(warm: Path, other_user: tuple[int, int]) -> None:
+    """Issue 27 items 2 and 6 on a shared runner: a user made with useradd plants poisoned entries (tag and all)
+    and FIFOs in place of entries and of the secret: the audit neither hangs nor trusts them, and says why once;
+    the patch gate refuses what it refused."""
+    planted = _shared(warm)
+    for path, data in planted[:1]:
+        _write_as_other_user(path, data, other_user)
+    for path, _ in planted[1:]:
+        _as_user(other_user, path.parent, lambda fd, name=path.name: os.mkfifo(name, 0o666, dir_fd=fd))
+    secret = warm / "facts" / "secret"
+    secret.unlink()
+    _as_user(other_user, secret.parent, lambda fd: os.mkfifo("secret", 0o666, dir_fd=fd))
+    assert {p.stat().st_uid for p, _ in planted} | {secret.stat().st_uid} == {other_user[0]}
+    res = run(warm, "audit", "--format", "json", SAMPLE, timeout=60)
+    assert res.killed is None and verdict(res) == no_cache(SAMPLE), res.stderr
+    (line,) = _warnings(res)
+    assert "writable by others" in line or "not to you" in line, line
 
 
 # ------------------------------------------------------------------------------------------------ (d)
@@ -316,9 +376,10 @@ def test_an_entry_planted_by_another_uid_is_ignored(warm: Path) -> None:
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="a uid without a passwd entry needs root and unshare"
 )
-@pytest.mark.parametrize("command", ["audit", "patch"])
+@pytest.mark.parametrize("command", ["audit", "patch", "verify", "cache"])
 def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
-    """Issue 27 item 7: ``HOME`` unset, a uid unknown to /etc/passwd, no cache variables."""
+    """Issue 27 item 7: ``HOME`` unset, a uid unknown to /etc/passwd, no cache variables: ``audit``, ``patch``
+    and ``verify`` (each said "unexpected RuntimeError: Could not determine home directory", exit 2)."""
     env = {k: v for k, v in os.environ.items() if k not in ("HOME", "GGUFTPL_CACHE_DIR", "XDG_CACHE_HOME")}
     env["PYTHONPATH"] = str(Path(__file__).parent.parent)
     args = ["audit", "--format", "json", str(SAMPLE)]
@@ -326,6 +387,10 @@ def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
         tpl = tmp_path / "tool_use.jinja"
         tpl.write_text(CHATML, encoding="utf-8")
         args = ["patch", str(SAMPLE), "--template", f"tool_use={tpl}", "-o", str(tmp_path / "out.gguf")]
+    if command == "verify":  # llama.cpp's trace of the sample: it drops the tools (exit 1), as with a home
+        args = ["verify", "--format", "json", str(SAMPLE)]
+    if command == "cache":
+        args = ["cache", "info"]
     as_other = ["unshare", "--user", f"--map-user={OTHER_UID}", f"--map-group={OTHER_UID}"]
     proc = subprocess.run(
         [*as_other, sys.executable, "-m", "gguftpl", *args],
@@ -336,11 +401,28 @@ def test_no_home_and_no_passwd_entry(tmp_path: Path, command: str) -> None:
         timeout=300,
     )
     assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
-    assert proc.returncode == (1 if command == "audit" else 0), proc.stderr
+    if command == "cache":  # says the cache is off, on stdout, and makes nothing
+        assert proc.returncode == 0 and proc.stdout.startswith("cache: off (no home directory"), proc.stdout
+        assert not proc.stderr and list(tmp_path.iterdir()) == [], proc.stderr
+        return
+    assert proc.returncode == (0 if command == "patch" else 1), proc.stderr
     notices = [line for line in proc.stderr.splitlines() if "cache" in line]
-    assert len(notices) == 1, proc.stderr
+    assert len(notices) == 1 and "no home directory" in notices[0], proc.stderr
     if command == "audit":
         assert no_cache(SAMPLE)[1] == findings(proc.stdout)
+    if command == "patch":
+        assert (tmp_path / "out.gguf").is_file()
+    if command == "verify":
+        with_home = run(tmp_path / "cache", "verify", "--format", "json", SAMPLE)
+        assert with_home.returncode == 1, with_home.stderr
+        assert _stages(proc.stdout) == _stages(with_home.stdout)
+
+
+def _stages(stdout: str) -> list[tuple[str, str]]:
+    """Each stage of a ``verify --format json`` report: its name and outcome."""
+    doc = json.loads(stdout)
+    files = doc["files"] if isinstance(doc, dict) and "files" in doc else [doc]
+    return [(str(s.get("name")), str(s.get("status"))) for f in files for s in f["stages"]]
 
 
 # ------------------------------------------------------------------------------------------------ (e)

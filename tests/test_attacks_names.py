@@ -137,3 +137,20 @@ def test_without_o_tmpfile_the_named_temporary_is_short_too(tmp_path: Path, monk
         (tmp,) = [p for p in tmp_path.iterdir() if p != out]
         assert len(tmp.name) < 32, tmp.name
     assert out.read_bytes() == b"GGUF" and list(tmp_path.iterdir()) == [out]
+
+
+# --------------------------------------------------------------------------------------------- the cache folder
+
+
+def test_the_cache_warning_names_any_folder_on_one_line(tmp_path: Path) -> None:
+    """A cache folder whose name holds an ANSI escape and a newline, writable by others: the one warning that
+    says so is one line, its control characters shown as escapes (raw, they forged a second line and drove the
+    terminal), and the audit's verdict is the same."""
+    folder = tmp_path / "cache \x1b[31mred\nforged: line"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    res = run_watched("audit", SAMPLE, env={"GGUFTPL_CACHE_DIR": str(folder)}, timeout=120)
+    assert res.returncode == 1, res.stderr
+    assert "\x1b" not in res.stderr and len(res.stderr_lines) == 1, res.stderr
+    (line,) = res.stderr_lines
+    assert "writable by others" in line and "\\x1b[31mred\\x0aforged: line" in line, line

@@ -116,3 +116,35 @@ def test_a_template_ollama_would_not_render_is_refused_with_the_reason(store: Pa
     r = run(store, "ollama://hermes-test", "--ollama-modelfile", str(out), "--ollama-from", str(fixed))
     assert r.returncode == 0, r.stderr
     assert f"FROM {fixed}" in (out / "Modelfile").read_text(encoding="utf-8")
+
+
+def test_the_modelfile_s_proof_never_comes_from_the_cache(store: Path, tmp_path: Path) -> None:
+    """Issue 27 (a fix line or a patch gate never comes from the cache alone): a model whose current TEMPLATE is
+    in another turn format than the GGUF's tool template; the proof refuses the Modelfile. Its cached Go facts
+    then sealed to say the current TEMPLATE renders a plain chat just as the new one does: still refused,
+    nothing written (it was "proven: ... byte for byte" and written before)."""
+    import json
+
+    from tests.test_attacks_cache import read_entry, sealed_write
+
+    other = "{{ range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}"
+    ollama_model(store, "other-format", tmp_path / "hermes.gguf", template=other, params=CHATML_PARAMS)
+    cache = tmp_path / "cache"
+    env = {"GGUFTPL_CACHE_DIR": str(cache)}
+    out = tmp_path / "fix"
+
+    def patch() -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "gguftpl", "patch", "ollama://other-format", "--ollama-modelfile", str(out)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **env,
+                              "OLLAMA_MODELS": str(store)})  # fmt: skip
+
+    first = patch()
+    assert first.returncode == 2 and "not in this dialect's turn format" in first.stderr, first.stderr
+    go = {p: read_entry(p) for p in cache.rglob("*.json") if "gotemplates" in p.parts}
+    plain = {p: json.dumps(d["renders"]["plain"]["text"]) for p, d in go.items()}
+    (old,) = [p for p, text in plain.items() if "[user]" in text]
+    (new,) = [p for p in go if p != old]
+    sealed_write(old, {**go[old], "renders": {**go[old]["renders"], "plain": go[new]["renders"]["plain"]}})
+    again = patch()
+    assert again.returncode == 2 and "not in this dialect's turn format" in again.stderr, again.stdout
+    assert not (out / "Modelfile").exists()

@@ -34,6 +34,7 @@ def write_modelfile(file: str, folder: str | None, source: str | None, force: bo
     from gguftpl.report import write_atomic
     from gguftpl.runtimes.modelfile import ollama_modelfile
     from gguftpl.safeio import check_regular
+    from gguftpl.templates.factstore import disk_use
 
     if folder is None:
         raise UsageError("--ollama-from goes with --ollama-modelfile DIR")
@@ -52,7 +53,8 @@ def write_modelfile(file: str, folder: str | None, source: str | None, force: bo
     options = AuditOptions(select=("GT7",))
     fa = audit_file(model.path, options, label=model.ref, cache=AnalysisCache.on_disk(), store=model)
     specials, default = _specials(source or model.path)  # what Ollama reads is the GGUF FROM names
-    mf = ollama_modelfile(model, fa.templates, specials, source, default)
+    with disk_use("write"):  # the Modelfile's proof is rendered now, never read back from the cache
+        mf = ollama_modelfile(model, fa.templates, specials, source, default)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "Modelfile")
     if os.path.lexists(path) and not force:

@@ -128,14 +128,18 @@ def sha256_of(fh: object, progress: Callable[[int], None] | None = None) -> str:
 
 
 def _cache():  # type: ignore[no-untyped-def]
+    """The cache folder and whether a digest may be read back from it (not under ``--no-cache``)."""
     from gguftpl.templates.cachedisk import CacheFolder
-    from gguftpl.templates.factstore import cache_folder
+    from gguftpl.templates.factstore import DISK_USE, cache_folder
 
+    use = DISK_USE.get()
+    if use == "off":
+        return None, False
     try:
         folder = cache_folder()
     except Exception:  # noqa: BLE001 - a relative GGUFTPL_CACHE_DIR: the audit says so; here no cache
-        return None
-    return CacheFolder(folder) if folder is not None else None
+        return None, False
+    return (CacheFolder(folder) if folder is not None else None), use == "on"
 
 
 def _ticks(label: str, size: int) -> Callable[[int], None] | None:
@@ -167,8 +171,8 @@ def check_blob(path: str, root: str, digest_hex: str, size: int | None, what: st
                 "download or not a real blob; not read"
             )
         key = f"{real}\0{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-        cache = _cache()
-        if cache is not None and cache.read(_CACHE_KIND, key) == digest_hex:
+        cache, read_back = _cache()
+        if cache is not None and read_back and cache.read(_CACHE_KIND, key) == digest_hex:
             return real, st
         found = sha256_of(fh, _ticks(f"{what} {os.path.basename(real)[:19]}", st.st_size))
         HASHED[0] += st.st_size

@@ -120,16 +120,17 @@ def go_template_facts(
     from gguftpl.engines import registry
     from gguftpl.templates.cachedisk import CacheFolder
     from gguftpl.templates.facts import _decode
-    from gguftpl.templates.factstore import cache_folder, code_identity
+    from gguftpl.templates.factstore import DISK_USE, cache_folder, code_identity
 
     available = registry.availability("ollama")
     if not available.installed:
         return EngineFacts("ollama", installed=False, unknown=available.unknown_reason())
     extra = tuple(sorted((specials or {}).items()))
     key = repr((code_identity(), available.version, hashlib.sha256(text.encode()).hexdigest(), bos, eos, extra))
-    folder = cache_folder()
+    use = DISK_USE.get()
+    folder = cache_folder() if use != "off" else None
     disk = CacheFolder(folder) if folder is not None else None
-    found = disk.read("gotemplates", key) if disk is not None else None
+    found = disk.read("gotemplates", key) if disk is not None and use == "on" else None
     if found is not None:
         try:
             return _decode(EngineFacts, found)  # type: ignore[no-any-return]

@@ -415,7 +415,13 @@ def _decode(tp: Any, value: Any) -> Any:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         hints = _hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: _decode(hints[k], v) for k, v in _mapping(value).items() if k in known})
+        value = _mapping(value)
+        missing = known - value.keys()
+        if missing:
+            # asdict writes every field: one missing is a damaged record, never the field's default (a
+            # dropped "llamacpp" would read as "llama.cpp not asked" and hide GT606)
+            raise TypeError(f"{tp.__name__} without {', '.join(sorted(missing))}")
+        return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in known})
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None

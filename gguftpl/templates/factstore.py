@@ -15,10 +15,12 @@ passwd entry) and without ``GGUFTPL_CACHE_DIR`` the cache is off for the run, wi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextvars import ContextVar
 from pathlib import Path
 
 from gguftpl.errors import UsageError
@@ -73,8 +75,11 @@ _WARNED: set[str] = set()
 def warn_once(message: str) -> None:
     """One line on stderr per message and process (a folder audit, a patch's three audits: one warning)."""
     if message not in _WARNED:
+        from gguftpl.safeio import printable
+
         _WARNED.add(message)
-        print(f"gguftpl: warning: {message}", file=sys.stderr, flush=True)
+        # the folder's name is shown: a newline or an escape in it must not forge lines or drive the terminal
+        print(f"gguftpl: warning: {printable(message)}", file=sys.stderr, flush=True)
 
 
 SOURCE_SUFFIXES = (".py", ".json", ".gotmpl", ".go", ".mod", ".mjs", ".js", ".jinja")
@@ -176,6 +181,11 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
         return self._disk if self._disk.usable else None
 
     @property
+    def disk_use(self) -> str:
+        """What :data:`DISK_USE` is for an audit with this store: ``off`` (memory only), ``write`` or ``on``."""
+        return "off" if self.folder is None else "on" if self.read_disk else "write"
+
+    @property
     def warning(self) -> str | None:
         """Why the folder is not used (not ours, writable by others, no home), or None."""
         if self._warning is None and self.folder is not None and self.disk is None:
@@ -240,6 +250,12 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
             disk.remove("files", key)
         return None
 
+    def remove_file_facts(self, key: str) -> None:
+        """Remove the file entry under ``key`` (one whose facts cannot be right for the file it is read for)."""
+        disk = self.disk
+        if disk is not None:
+            disk.remove("files", key)
+
     def write_file_facts(self, key: str, facts: tuple[str | None, str, int | None]) -> None:
         disk = self.disk
         if disk is not None:
@@ -259,6 +275,22 @@ class FactsStore(MutableMapping[FactsKey, TemplateFacts]):
             return self[key]
         except KeyError:
             return default
+
+
+DISK_USE: ContextVar[str] = ContextVar("gguftpl_disk_use", default="on")
+"""How facts kept outside a :class:`FactsStore` (Ollama's Go facts) may use the folder here: ``on`` (read and
+write), ``write`` (never read back: ``--no-cache`` would still read them, and a patch's proof must be its own),
+``off``. Set by the audit from its store (:func:`disk_use`)."""
+
+
+@contextlib.contextmanager
+def disk_use(mode: str) -> Iterator[None]:
+    """:data:`DISK_USE` set to ``mode`` for the code run inside (a folder audit's files, a patch's proof)."""
+    token = DISK_USE.set(mode)
+    try:
+        yield
+    finally:
+        DISK_USE.reset(token)
 
 
 def open_store(*, read_disk: bool = True) -> FactsStore:

@@ -440,7 +440,7 @@ def fallback_entry(repo_id: str, revision: str | None) -> Any:
 def match_catalog(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
     """(catalog entry or None, how). A template hash match wins; names break ties and stand alone; last, the
     tokenizer's fingerprint names a family (:func:`match_tokenizer`)."""
-    entry, how = _match_templates_and_names(tset, catalog)
+    entry, how = match_templates_and_names(tset, catalog)
     if entry is not None or "several" in how:
         return entry, how
     by_tokenizer, why = match_tokenizer(tset, catalog)
@@ -471,7 +471,7 @@ def match_tokenizer(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, s
     return entries[0], f"{how}, catalog entry {entries[0].repo_id}"
 
 
-def _match_templates_and_names(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
+def match_templates_and_names(tset: Any, catalog: Catalog) -> tuple[CatalogEntry | None, str]:
     prov: dict[str, Any] = dict(getattr(tset, "provenance", {}) or {})
     names = _model_names(prov)
     by_hash: dict[str, tuple[CatalogEntry, str]] = {}

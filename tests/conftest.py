@@ -168,13 +168,28 @@ class _NumpyReadingIntoMemory:
 
 def gguf_py_reader(path: Path | str) -> Any:
     """gguf-py's GGUFReader of ``path``, the file read into memory (see _NumpyReadingIntoMemory): the
-    independent reader the tests check gguftpl's reader and writer against."""
+    independent reader the tests check gguftpl's reader and writer against. Its ``_get`` (count items of a dtype at
+    an offset, in the file's byte order) is one slice and one view of a dtype made once per (dtype, order), not
+    five numpy calls (an empty array for the item size, a slice, a view, a slice, a byte-order view): the same
+    arrays, and every field, string and array is still parsed by gguf-py's own code (262k-token vocabulary
+    14.7 -> 8.7 s CPU)."""
     from unittest import mock
 
     import gguf.gguf_reader
+    import numpy as np
+
+    dtypes: dict[tuple[Any, str], Any] = {}
+
+    class Reader(gguf.gguf_reader.GGUFReader):  # type: ignore[misc]
+        def _get(self, offset: int, dtype: Any, count: int = 1, override_order: str | None = None) -> Any:
+            order = self.byte_order if override_order is None else override_order
+            dt = dtypes.get((dtype, order))
+            if dt is None:
+                dt = dtypes[(dtype, order)] = np.dtype(dtype).newbyteorder(order)
+            return self.data[offset : offset + dt.itemsize * int(count)].view(dt)
 
     with mock.patch.object(gguf.gguf_reader, "np", _NumpyReadingIntoMemory()):
-        return gguf.gguf_reader.GGUFReader(str(path))
+        return Reader(str(path))
 
 
 @pytest.fixture(autouse=True)

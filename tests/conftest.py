@@ -198,3 +198,37 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     each test runs in a wide terminal (pytest's own output keeps the real one); the tests of the width
     (tests/test_width.py) pass --width or set COLUMNS themselves."""
     monkeypatch.setenv("COLUMNS", "10000")
+
+
+LONG_MODULES = (
+    "tests/test_counterfactual_real.py",  # 272 s (16 tests)
+    "tests/test_runtime_engines.py",  # 221 s (17)
+    "tests/test_liveprobes_real.py",  # 214 s (4)
+    "tests/test_attacks_races.py",  # 211 s (4)
+    "tests/test_reader.py",  # 330 s before the faster gguf-py reader (26)
+    "tests/test_survey.py",  # 190 s (16)
+    "tests/test_folderpatch.py",  # 102 s (8)
+    "tests/test_live_real.py",  # 91 s (6)
+    "tests/test_packaging.py",  # 36 s at load 7 (2)
+    "tests/test_reflink.py",  # 28 s (7)
+    "tests/test_survey_html.py",  # 26 s at load 7 (2)
+    "tests/test_llamacpp_parse_check.py",  # 25 s (7)
+    "tests/test_diff_offline_catalog.py",  # 17 s at load 7 (2)
+    "tests/test_audit_engine.py",  # 12 s at load 7 (2)
+    "tests/test_lint.py",  # 5 s with mypy's cache, 64 s without (2)
+)
+"""Modules whose tests take long for their number, longest first: pytest --durations, one worker, on this 2-core
+machine at load 10-17 (other suites running) unless said."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules in the order xdist's ``--dist loadscope`` hands them to the workers (pyproject's addopts turn
+    its own reorder off): LONG_MODULES first, then the others by number of tests, most first, as xdist's reorder
+    sorts them. By the number of tests alone, the few-test long modules (the wheel build, mypy, the real-weight
+    runs, the survey page) were handed out last: one worker ran them while the other had nothing left to do."""
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    order = sorted(by_module, key=lambda m: (rank.get(m, len(rank)), -len(by_module[m])))
+    items[:] = [item for m in order for item in by_module[m]]

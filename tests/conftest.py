@@ -22,6 +22,22 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 DATA = Path(__file__).resolve().parent / "data"
 
+
+def _compile_checkout() -> None:
+    """The checkout's bytecode, written once (and again for a changed file): where PYTHONDONTWRITEBYTECODE is set
+    (this machine's environment sets it), no process writes it, and every child the suite starts (the CLI, the
+    render and llama.cpp workers, the MCP servers; hundreds) compiled the gguftpl modules it imports afresh: an
+    audit 1.10 -> 0.84 s of CPU; compiling the 312 files costs 1.2 s once. An installed gguftpl has its bytecode from
+    pip; Python reads a .pyc under the variable, it only writes none."""
+    import compileall
+
+    if sys.flags.dont_write_bytecode:
+        for folder in ("gguftpl", "tests", "scripts"):
+            compileall.compile_dir(ROOT / folder, quiet=2)
+
+
+_compile_checkout()
+
 sys.path.insert(0, str(ROOT / "scripts"))
 from fetch_corpus import FILES as CORPUS_FILES  # noqa: E402
 from fetch_corpus import corpus_path  # noqa: E402

@@ -34,7 +34,16 @@ from typing import Any, TypeVar
 from gguftpl import limits
 from gguftpl.errors import HubError, UsageError
 
-__all__ = ["DEADLINE_ENV", "Bounds", "RemoteLimitError", "bounded", "deadline_seconds", "run_bounded"]
+__all__ = [
+    "DEADLINE_ENV",
+    "Bounds",
+    "RemoteCancelled",
+    "RemoteLimitError",
+    "bounded",
+    "cancelled_by",
+    "deadline_seconds",
+    "run_bounded",
+]
 
 DEADLINE_ENV = "GGUFTPL_REMOTE_TIMEOUT"
 
@@ -49,6 +58,40 @@ class RemoteLimitError(HubError):
         super().__init__(message)
         self.deadline = deadline
         """True for the deadline, False for a size bound."""
+
+
+class RemoteCancelled(HubError):
+    """The caller stopped waiting for a remote operation (``cancelled_by``): a Ctrl-C, not the server's fault."""
+
+
+_local = threading.local()
+
+
+@contextmanager
+def cancelled_by(event: threading.Event) -> Iterator[None]:
+    """Operations of :func:`run_bounded` in this thread stop being waited for once ``event`` is set: a survey's
+    Ctrl-C no longer waits out a stuck listing's deadline (300 s by default). The operation's own thread is left
+    to end with its connection, as at the deadline; the wait raises :class:`RemoteCancelled`."""
+    before = getattr(_local, "cancel", None)
+    _local.cancel = event
+    try:
+        yield
+    finally:
+        _local.cancel = before
+
+
+def _wait(done: threading.Event, seconds: float, cancel: threading.Event | None) -> bool:
+    """``done.wait(seconds)``, ended early (False) once ``cancel`` is set."""
+    if cancel is None:
+        return done.wait(seconds)
+    end = time.monotonic() + seconds
+    while not cancel.is_set():
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        if done.wait(min(left, 0.1)):
+            return True
+    return done.is_set()
 
 
 def deadline_seconds() -> float:
@@ -145,12 +188,15 @@ def run_bounded(what: str, fn: Callable[[], T], *, max_bytes: MaxBytes | None = 
         finally:
             done.set()
 
+    cancel = getattr(_local, "cancel", None)
     threading.Thread(target=work, name="gguftpl-remote", daemon=True).start()
-    if not done.wait(secs + _GRACE):
+    if not _wait(done, secs + _GRACE, cancel):
         with _lock:
             for b in started:
                 if b in _active:
                     _active.remove(b)
+        if cancel is not None and cancel.is_set():
+            raise RemoteCancelled(f"{what}: interrupted")
         raise Bounds(what, secs, 0.0).deadline_error()
     if "error" in box:
         raise box["error"]

@@ -26,6 +26,7 @@ Fixture API
         hub.latency = 0.05                           # seconds to wait before answering (a far-away Hub)
         hub.fail_status = 503                        # answer every request with this HTTP error status
         hub.slow_repos["org/name"] = 30.0            # every request about that repo waits 30 s (cut short at stop)
+        hub.held                                     # requests being held now (a slow repo's, an endless page)
         hub.models_page_size = 7                     # /api/models pages of 7 (the real Hub: 1000)
         hub.extra_models.append({"id": "org/gone", "sha": "0" * 40})  # listed, but no such repo (404)
         hub.models_endless_page = True               # an /api/models page whose body never ends
@@ -106,6 +107,7 @@ class HubServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self._log: list[Request] = []
         self._in_flight = 0
+        self._held_now = 0
         self._idle = threading.Condition()
         self.ignore_range = False
         self.drop_connection: bool | int = False
@@ -240,6 +242,12 @@ class HubServer:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=5)
         return self._log
 
+    @property
+    def held(self) -> int:
+        """Requests held on purpose right now (a slow repo's, an endless page's)."""
+        with self._idle:
+            return self._held_now
+
     def _enter(self) -> None:
         with self._idle:
             self._in_flight += 1
@@ -254,9 +262,13 @@ class HubServer:
         """A request held on purpose (a slow repo, an endless page) is not one being answered: ``log`` does not
         wait for it (it waited its full 5 s on every read while a slow repo was asked)."""
         self._leave()
+        with self._idle:
+            self._held_now += 1
         try:
             yield
         finally:
+            with self._idle:
+                self._held_now -= 1
             self._enter()
 
     def _record(self, req: Request) -> None:

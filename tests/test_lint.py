@@ -29,7 +29,10 @@ def test_ruff_check_and_format():
     assert fmt.returncode == 0, fmt.stdout[-3000:]
 
 
-def test_mypy_library(tmp_path):
+def test_mypy_library():
     mypy = _tool("mypy")
-    r = subprocess.run([*mypy, "--cache-dir", str(tmp_path), "gguftpl"], cwd=ROOT, capture_output=True, text=True)
+    # mypy's own incremental cache in the checkout (.mypy_cache, git-ignored), as a developer's mypy run keeps it:
+    # a cold check is 23 s of CPU (13 of them gguftpl's own modules), a warm one 0.7 s with the same verdicts
+    cache = ROOT / ".mypy_cache"
+    r = subprocess.run([*mypy, "--cache-dir", str(cache), "gguftpl"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:]

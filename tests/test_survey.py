@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import gguftpl
 from gguftpl.cli import main_group
 from gguftpl.hubsurvey.listing import quant_family, sample_files
+from gguftpl.hubsurvey.state import SurveyState
 from tests.conftest import CHATML, ROOT, build_gguf
 from tests.hubserver import HubServer
 
@@ -61,7 +62,9 @@ def catalog(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         for q in QUANTS:
             hub.add_file(repo, f"model{i:02d}-{q}.gguf", files[kind])
         kinds[repo] = kind
-    slow = f"{ORG}/model98-slow-GGUF"
+    # listed 7th, as a slow repo may be anywhere: its deadline runs while the others are read (listed last, every
+    # survey of the catalog waited it out after the others were done), and --limit 5 stays clear of it
+    slow = f"{ORG}/model05-slow-GGUF"
     hub.add_file(slow, "slow-Q4_K_M.gguf", files["plain"])
     hub.slow_repos[slow] = 60.0
     kinds[slow] = "slow"
@@ -161,6 +164,30 @@ def test_survey_resumes_after_sigint(hub: HubServer, catalog: dict[str, Any], tm
     assert report["header_reads"] == len(expected) - sum(first.values())
     audited_now = {r["repo"] for r in report["rows"] if not r["reused"]}
     assert audited_now and len(audited_now) < REPOS
+
+
+def test_a_ctrl_c_does_not_wait_out_a_stuck_listing(hub: HubServer, catalog: dict[str, Any], tmp_path: Path) -> None:
+    """The slow repo's listing is held by the server for a minute, under a deadline of 10 minutes: a Ctrl-C ends
+    the survey its own way while the server still holds it, the repo recorded as interrupted (to be listed again).
+    Before, the survey waited for the listing until the interrupt's watchdog ended the process, its state unsaved."""
+    listing = tmp_path / "repos.txt"
+    listing.write_text(f"{catalog['slow']}\n")
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "PYTHONPATH": str(ROOT), "GGUFTPL_REMOTE_TIMEOUT": "600"}
+    cmd = [sys.executable, "-m", "gguftpl", "survey", "--repos", str(listing), "--state", str(tmp_path / "s.db")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300  # a safety net: the listing arrives within seconds
+    while hub.held == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hub.held == 1 and proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "gguftpl: interrupted"
+    assert hub.held == 1, "the survey waited for the stuck listing"
+    assert sum(hub.header_reads().values()) == 0
+    with SurveyState(tmp_path / "s.db") as st:
+        row = st.row(catalog["slow"])
+    assert row is not None and row[1] is False and "interrupted" in row[2]["error"]
 
 
 def test_survey_csv_loads_in_pythons_csv(hub: HubServer, catalog: dict[str, Any], tmp_path: Path) -> None:

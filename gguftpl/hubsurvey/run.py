@@ -8,7 +8,9 @@ row that says so, and the others go on. The headers are audited here, in the cal
 written to the state at once (``gguftpl.hubsurvey.state``).
 
 A Ctrl-C stops the threads from starting another read, audits and records the headers already on their way,
-and then ends the survey: run again with the same ``--state``, it reads none of them twice.
+and then ends the survey: run again with the same ``--state``, it reads none of them twice. A repo's listing in
+progress is not waited for (a stuck one would hold the Ctrl-C for its whole deadline): that repo is listed again
+by the next run.
 """
 
 from __future__ import annotations
@@ -393,12 +395,13 @@ class _Run:
     def _read_files(self, r: ListedRepo) -> None:
         from gguftpl.gguf.hubref import HubRepoRef
         from gguftpl.gguf.remote import list_repo_ggufs, read_remote_header
-        from gguftpl.remotebounds import deadline_seconds
+        from gguftpl.remotebounds import cancelled_by, deadline_seconds
 
         deadline = time.monotonic() + deadline_seconds()
-        listing = list_repo_ggufs(
-            HubRepoRef(r.repo_id, r.sha or r.revision), endpoint=self.s.endpoint, token=self.s.token
-        )
+        with cancelled_by(self.stop):  # a Ctrl-C need not wait out a stuck listing; a header read is waited for
+            listing = list_repo_ggufs(
+                HubRepoRef(r.repo_id, r.sha or r.revision), endpoint=self.s.endpoint, token=self.s.token
+            )
         sha = listing.commit or r.sha or r.revision or "main"
         prev = self.st.row(r.repo_id)
         if r.sha is None and prev is not None and prev[1] and prev[0] == sha:

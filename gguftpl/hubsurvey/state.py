@@ -3,7 +3,10 @@
 An interrupted survey run again reads no file twice (the files already audited are taken from here) and
 finishes the repos it had started; a repo whose row is here for the commit the listing names now is not
 audited again. A repo that failed (deadline, gone) is tried again by the next run. Every write is its own
-transaction: a process killed between two writes leaves the file as it was after the first.
+transaction: a process killed between two writes leaves the file as it was after the first. The file is in WAL
+mode with ``synchronous=NORMAL``: a commit is safe from the process's end (Ctrl-C, a kill) without an fsync of its
+own (one per write cost 17 ms each on a busy disk, 4 s of a 58-repo survey); a power cut may lose the last
+writes, never the file's consistency, and a lost write is a file read again by the next run.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ class SurveyState:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"--state {self.path}: not a survey state file ({exc})") from None

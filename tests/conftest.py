@@ -217,6 +217,14 @@ def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _own_hub_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test its own huggingface_hub cache (gguftpl.hubenv reads HF_HUB_CACHE when asked): with one per run, a
+    repo an earlier test on the same worker fetched from the local Hub answered a later test's offline diff from
+    that cache ("Hub", at its commit), so a test's answer depended on the modules run before it on its worker."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("hf-hub-cache")))
+
+
+@pytest.fixture(autouse=True)
 def _no_ollama_service_store(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine with Ollama's Linux service installed has a store in the ``ollama`` user's home, which scans and
     ``ollama://`` references look in (gguftpl.stores.ollama): no test sees it unless it names a user of its own."""

@@ -16,7 +16,7 @@ ALLOWED = {
     "gguf": BASE | {"gguf"},
     "engines": BASE | {"gguf", "engines"},
     "templates": BASE | {"gguf", "engines", "templates", "findings"},
-    "stores": BASE | {"stores", "templates"},
+    "stores": BASE | {"stores", "templates", "gguf"},  # gguf: a split set is one model (gguf.shards names its parts)
 }
 """Package -> the top-level gguftpl modules and packages its modules may import."""
 

@@ -263,3 +263,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONG_MODULES)}
     order = sorted(by_module, key=lambda m: (rank.get(m, len(rank)), -len(by_module[m])))
     items[:] = [item for m in order for item in by_module[m]]
+
+
+def read_pty(fd: int) -> bytes:
+    """Everything a child on a pty wrote, until it closed its end (Linux answers EIO then, not b"")."""
+    chunks = []
+    while True:
+        try:
+            got = os.read(fd, 65536)
+        except OSError:
+            break
+        if not got:
+            break
+        chunks.append(got)
+    return b"".join(chunks)

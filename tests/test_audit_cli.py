@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from gguftpl.cli import main_group
 from gguftpl.report import format_names, tool_version
-from tests.conftest import CHATML, ROOT
+from tests.conftest import CHATML, ROOT, read_pty
 from tests.golden._check import assert_golden, normalise
 from tests.test_audit import TOOLS_TEMPLATE
 
@@ -106,18 +106,10 @@ def test_no_color_env_beats_a_terminal(junk: Path) -> None:
         pid, fd = pty.fork()
         if pid == 0:  # child
             os.execve(sys.executable, [sys.executable, "-c", script, "audit", str(junk)], env)
-        chunks = []
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
+        out = read_pty(fd)
         os.waitpid(pid, 0)
         os.close(fd)
-        return b"".join(chunks)
+        return out
 
     base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     assert b"\x1b[" in run_in_pty(base)

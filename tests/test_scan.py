@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CHATML, DATA, build_gguf
+from tests.conftest import CHATML, DATA, build_gguf, read_pty
 from tests.ollama_store import CHATML_GO, CHATML_PARAMS, lmstudio_model, manifest_path, ollama_model, write_manifest
 
 HERMES = DATA / "hermes"
@@ -297,18 +297,10 @@ def test_a_big_blob_is_hashed_under_a_bar_on_a_terminal(tmp_path: Path) -> None:
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
         os.chdir(home)
         os.execve(sys.executable, [sys.executable, "-m", "gguftpl", "scan", "--store", "ollama"], _env(home))
-    chunks = []
-    while True:
-        try:
-            got = os.read(fd, 65536)
-        except OSError:
-            break
-        if not got:
-            break
-        chunks.append(got)
+    got = read_pty(fd)
     _, status = os.waitpid(pid, 0)
     os.close(fd)
-    out = b"".join(chunks).decode("utf-8", "replace")
+    out = got.decode("utf-8", "replace")
     assert "checking the blob's sha256 (once)" in out and "/300M" in out and "Ollama model blob sha256-" in out, out
     assert "ollama://big:latest" in out  # then the table
     assert os.waitstatus_to_exitcode(status) in (0, 1, 2)
